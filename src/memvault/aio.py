@@ -1,0 +1,114 @@
+"""The asynchronous facade: :func:`open_async`, :class:`AsyncStore`, :class:`AsyncSession`.
+
+The same names and semantics as :mod:`memvault.store`, awaited. Validation,
+encoding and decoding are shared with the sync facade (:class:`~memvault.store.Options`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from memvault.backends.base import AsyncBackend
+from memvault.messages import Message, MessageLike
+from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
+from memvault.store import Options, split_options
+from memvault.urls import open_backend, redact
+
+
+class AsyncSession:
+    """The async twin of :class:`memvault.Session`; see it for each method's contract."""
+
+    def __init__(self, store: AsyncStore, session_id: str) -> None:
+        self._opts = store.options
+        self.id = self._opts.limits.session_id(session_id)
+        self._backend = store.backend
+        self._store = store
+
+    def __repr__(self) -> str:
+        return f"AsyncSession({self.id!r})"
+
+    async def append(self, messages: Sequence[MessageLike], *,
+                     expect_version: int | None = None) -> int:
+        records = self._opts.encode(messages, expect_version)
+        return await self._backend.append(self.id, records, expect_version, self._opts.write())
+
+    async def history(self, last: int | None = None) -> list[Message]:
+        stored = await self._backend.history(self.id, self._opts.last(last), self._opts.now())
+        return self._opts.decode(self.id, stored)
+
+    async def info(self) -> SessionInfo | None:
+        return await self._backend.info(self.id, self._opts.now())
+
+    async def pop(self) -> Message | None:
+        stored = await self._backend.pop(self.id, self._opts.write())
+        return self._opts.decode(self.id, [stored])[0] if stored else None
+
+    async def trim(self, keep_last: int) -> int:
+        return await self._backend.trim(self.id, check_count("keep_last", keep_last), "trim",
+                                        self._opts.write())
+
+    async def clear(self) -> int:
+        return await self._backend.trim(self.id, 0, "clear", self._opts.write())
+
+    async def snapshot(self, name: str) -> Snapshot:
+        return await self._backend.snapshot(self.id, self._opts.snapshot_name(name),
+                                            self._opts.write())
+
+    async def snapshots(self) -> list[Snapshot]:
+        return await self._backend.snapshots(self.id, self._opts.now())
+
+    async def rollback(self, name: str) -> Snapshot:
+        return await self._backend.rollback(self.id, self._opts.snapshot_name(name, user=False),
+                                            self._opts.write())
+
+    async def fork(self, new_id: str, *, at: str | None = None) -> AsyncSession:
+        new = AsyncSession(self._store, new_id)
+        at = None if at is None else self._opts.snapshot_name(at, user=False)
+        await self._backend.fork(self.id, new.id, at, self._opts.write())
+        return new
+
+    async def log(self) -> list[Event]:
+        return await self._backend.log(self.id, self._opts.now())
+
+    async def delete(self) -> bool:
+        return await self._backend.delete(self.id)
+
+
+class AsyncStore:
+    """The async twin of :class:`memvault.Store`; use with ``async with``."""
+
+    def __init__(self, backend: AsyncBackend, options: Options) -> None:
+        self.backend = backend
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"AsyncStore({redact(self.options.url)!r})"
+
+    def session(self, session_id: str) -> AsyncSession:
+        return AsyncSession(self, session_id)
+
+    async def sessions(self) -> list[str]:
+        return await self.backend.sessions(self.options.now())
+
+    async def compact(self, keep_events: int | None = None) -> CompactStats:
+        if keep_events is not None:
+            check_count("keep_events", keep_events)
+        return await self.backend.compact(keep_events, self.options.now())
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+
+def open_async(url: str | None = None, **options: Any) -> AsyncStore:
+    """Open a store for asyncio; the same URLs and options as :func:`memvault.open`."""
+    opts, backend_options = split_options(url, options)
+    return AsyncStore(open_backend(opts.url, backend_options, asynchronous=True), opts)

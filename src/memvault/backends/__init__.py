@@ -1,0 +1,1 @@
+"""Storage backends. Each implements :class:`memvault.backends.base.Backend`."""

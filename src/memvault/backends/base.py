@@ -1,0 +1,95 @@
+"""The protocol every backend implements, sync and async.
+
+A backend receives validated, encoded input (session ids, snapshot names and
+records are checked by the facade before any I/O) and makes each operation one
+atomic step in its engine. Stored messages come back as ``(depth, body)`` pairs,
+oldest first; the facade decodes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memvault.messages import Record
+from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+
+Stored = tuple[int, str]
+"""A stored message: its depth in the chain and its encoded envelope."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """Who writes, and when: the context of every write operation."""
+
+    writer: str
+    now: float
+    ttl: float | None
+
+    @property
+    def expires_at(self) -> float | None:
+        return None if self.ttl is None else self.now + self.ttl
+
+
+class Backend(Protocol):
+    """The synchronous backend protocol (see the design's operation table)."""
+
+    def append(
+        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+    ) -> int: ...
+    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    def info(self, session_id: str, now: float) -> SessionInfo | None: ...
+    def pop(self, session_id: str, w: Write) -> Stored | None: ...
+    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
+    def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot: ...
+    def snapshots(self, session_id: str, now: float) -> list[Snapshot]: ...
+    def rollback(self, session_id: str, name: str, w: Write) -> Snapshot: ...
+    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None: ...
+    def log(self, session_id: str, now: float) -> list[Event]: ...
+    def delete(self, session_id: str) -> bool: ...
+    def sessions(self, now: float) -> list[str]: ...
+    def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    def close(self) -> None: ...
+
+
+class AsyncBackend(Protocol):
+    """The asynchronous backend protocol: :class:`Backend` with every method awaited."""
+
+    async def append(
+        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+    ) -> int: ...
+    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    async def info(self, session_id: str, now: float) -> SessionInfo | None: ...
+    async def pop(self, session_id: str, w: Write) -> Stored | None: ...
+    async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
+    async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot: ...
+    async def snapshots(self, session_id: str, now: float) -> list[Snapshot]: ...
+    async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot: ...
+    async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None: ...
+    async def log(self, session_id: str, now: float) -> list[Event]: ...
+    async def delete(self, session_id: str) -> bool: ...
+    async def sessions(self, now: float) -> list[str]: ...
+    async def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    async def close(self) -> None: ...
+
+
+class ThreadedAsyncBackend:
+    """The async face of a sync backend: every call runs on a worker thread.
+
+    Used for backends whose driver has no native async client (memory, SQLite).
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._backend, name)
+
+        @functools.wraps(method)
+        async def call(*args: Any) -> Any:
+            return await asyncio.to_thread(method, *args)
+
+        return call

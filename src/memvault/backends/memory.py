@@ -1,0 +1,122 @@
+"""The in-memory backend (``memory://``): the reference model.
+
+Each :func:`memvault.open` of ``memory://`` is a fresh, empty store private to the
+process. One lock serializes every operation. Rows are copied in and out, so a
+caller never holds a reference into the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from typing import Any
+
+from memvault.backends.engine import Engine, Node, Row
+from memvault.errors import ConfigurationError
+from memvault.model import Event, Snapshot
+from memvault.urls import call_with_options
+
+
+@dataclass
+class _Session:
+    row: Row
+    nodes: dict[int, Node] = field(default_factory=dict)
+    ids: set[str] = field(default_factory=set)
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+
+
+class _MemoryTxn:
+    def __init__(self, data: dict[str, _Session]) -> None:
+        self._data = data
+
+    def load(self, name: str) -> Row | None:
+        s = self._data.get(name)
+        return dataclasses.replace(s.row) if s else None
+
+    def create(self, name: str, now: float) -> Row:
+        row = Row(name, name, 0, 0, 0, 0, 1, now, now, None)
+        self._data[name] = _Session(dataclasses.replace(row))
+        return row
+
+    def save(self, row: Row) -> None:
+        self._data[row.name].row = dataclasses.replace(row)
+
+    def purge(self, row: Row) -> int:
+        return len(self._data.pop(row.name).nodes)
+
+    def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
+        return self._data[row.name].ids.intersection(ids)
+
+    def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
+        s = self._data[row.name]
+        for n in nodes:
+            s.nodes[n.node] = n
+            s.ids.add(n.msg_id)
+
+    def node(self, row: Row, node: int) -> Node:
+        return self._data[row.name].nodes[node]
+
+    def chain(self, row: Row, head: int, count: int) -> list[Node]:
+        nodes, out = self._data[row.name].nodes, []
+        while len(out) < count:
+            out.append(nodes[head])
+            head = nodes[head].parent
+        return out
+
+    def add_event(self, row: Row, event: Event) -> None:
+        self._data[row.name].events.append(event)
+
+    def events(self, row: Row) -> list[Event]:
+        return list(self._data[row.name].events)
+
+    def drop_events(self, row: Row, keep_last: int) -> int:
+        events = self._data[row.name].events
+        dropped = max(0, len(events) - keep_last)
+        del events[:dropped]
+        return dropped
+
+    def get_snapshot(self, row: Row, name: str) -> Snapshot | None:
+        return self._data[row.name].snapshots.get(name)
+
+    def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
+        self._data[row.name].snapshots[snapshot.name] = snapshot
+
+    def snapshots(self, row: Row) -> list[Snapshot]:
+        return list(self._data[row.name].snapshots.values())
+
+    def rows(self) -> list[Row]:
+        return [dataclasses.replace(s.row) for s in self._data.values()]
+
+    def links(self, row: Row) -> dict[int, tuple[int, int]]:
+        return {n.node: (n.parent, n.depth) for n in self._data[row.name].nodes.values()}
+
+    def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
+        s = self._data[row.name]
+        for node in nodes:
+            s.ids.discard(s.nodes.pop(node).msg_id)
+
+
+class MemoryBackend(Engine):
+    """A process-local store behind one lock."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def transaction(self, write: bool) -> Iterator[_MemoryTxn]:
+        with self._lock:
+            yield _MemoryTxn(self._data)
+
+
+def open_backend(url: str, **options: Any) -> MemoryBackend:
+    """Open ``memory://`` (it takes no path, host or option)."""
+    if url.rstrip("/") not in ("memory:", "memory:/"):
+        raise ConfigurationError(f"the memory store takes no path or host: use 'memory://', not {url!r}")
+    backend: MemoryBackend = call_with_options(MemoryBackend, url, **options)
+    return backend

@@ -1,0 +1,296 @@
+"""The SQLite backend (``sqlite:///relative.db``, ``sqlite:////abs/path.db``).
+
+WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so writers from any
+number of threads and processes are serialized by SQLite's own lock (waiting up to
+``busy_timeout``). Reads run in a deferred transaction: one consistent snapshot.
+Each thread gets its own connection. The schema version lives in
+``PRAGMA user_version``; a file written by a newer memvault is refused.
+
+Durability: ``durability="full"`` (default) fsyncs the WAL on every commit, so an
+acknowledged write survives power loss; ``"normal"`` survives a process crash
+but may lose the last commits on power loss (SQLite's ``synchronous=NORMAL``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from memvault.backends.engine import Engine, Node, Row
+from memvault.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigurationError,
+    MemvaultError,
+)
+from memvault.model import Event, Snapshot, utc
+from memvault.urls import call_with_options
+
+SCHEMA_VERSION = 1
+MIGRATIONS = {
+    1: """
+    CREATE TABLE sessions (
+        sid INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        head INTEGER NOT NULL, depth INTEGER NOT NULL, base INTEGER NOT NULL,
+        version INTEGER NOT NULL, next_node INTEGER NOT NULL,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL, expires_at REAL
+    );
+    CREATE TABLE nodes (
+        sid INTEGER NOT NULL, node INTEGER NOT NULL, parent INTEGER NOT NULL,
+        depth INTEGER NOT NULL, msg_id TEXT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (sid, node)
+    );
+    CREATE UNIQUE INDEX nodes_msg_id ON nodes (sid, msg_id);
+    CREATE TABLE snapshots (
+        sid INTEGER NOT NULL, name TEXT NOT NULL, head INTEGER NOT NULL,
+        base INTEGER NOT NULL, version INTEGER NOT NULL, length INTEGER NOT NULL,
+        created_at REAL NOT NULL, auto INTEGER NOT NULL,
+        UNIQUE (sid, name)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY, sid INTEGER NOT NULL, version INTEGER NOT NULL,
+        op TEXT NOT NULL, writer TEXT NOT NULL, at REAL NOT NULL,
+        head_before INTEGER NOT NULL, base_before INTEGER NOT NULL,
+        head_after INTEGER NOT NULL, base_after INTEGER NOT NULL, detail TEXT NOT NULL
+    );
+    CREATE INDEX events_sid ON events (sid, id);
+    """,
+}
+
+_ROW = "sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at"
+_SNAP = "name, head, base, version, length, created_at, auto"
+_EVENT = "version, op, writer, at, head_before, base_before, head_after, base_after, detail"
+_CHAIN = """
+WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
+    SELECT node, parent, depth, msg_id, body FROM nodes WHERE sid = :sid AND node = :head
+    UNION ALL
+    SELECT n.node, n.parent, n.depth, n.msg_id, n.body
+    FROM chain c JOIN nodes n ON n.sid = :sid AND n.node = c.parent
+    LIMIT :count
+) SELECT node, parent, depth, msg_id, body FROM chain
+"""
+
+
+def _snapshot(r: Sequence[Any]) -> Snapshot:
+    return Snapshot(r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]))
+
+
+def _event(r: Sequence[Any]) -> Event:
+    return Event(r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]))
+
+
+class _SqliteTxn:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def _one(self, sql: str, *args: Any) -> Any:
+        return self._db.execute(sql, args).fetchone()
+
+    def load(self, name: str) -> Row | None:
+        r = self._one(f"SELECT {_ROW} FROM sessions WHERE name = ?", name)
+        return Row(*r) if r else None
+
+    def create(self, name: str, now: float) -> Row:
+        cur = self._db.execute(
+            "INSERT INTO sessions (name, head, depth, base, version, next_node, created_at,"
+            " updated_at) VALUES (?, 0, 0, 0, 0, 1, ?, ?)", (name, now, now))
+        assert cur.lastrowid is not None
+        return Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)
+
+    def save(self, row: Row) -> None:
+        self._db.execute(
+            "UPDATE sessions SET head=?, depth=?, base=?, version=?, next_node=?, updated_at=?,"
+            " expires_at=? WHERE sid=?",
+            (row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
+             row.expires_at, row.key))
+
+    def purge(self, row: Row) -> int:
+        nodes = self._db.execute("DELETE FROM nodes WHERE sid = ?", (row.key,)).rowcount
+        for table in ("snapshots", "events", "sessions"):
+            self._db.execute(f"DELETE FROM {table} WHERE sid = ?", (row.key,))
+        return nodes
+
+    def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
+        cur = self._db.execute(
+            "SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN (SELECT value FROM json_each(?))",
+            (row.key, json.dumps(list(ids))))
+        return {r[0] for r in cur}
+
+    def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
+        self._db.executemany(
+            "INSERT INTO nodes (sid, node, parent, depth, msg_id, body) VALUES (?, ?, ?, ?, ?, ?)",
+            [(row.key, n.node, n.parent, n.depth, n.msg_id, n.body) for n in nodes])
+
+    def node(self, row: Row, node: int) -> Node:
+        r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes WHERE sid=? AND node=?",
+                      row.key, node)
+        return Node(*r)
+
+    def chain(self, row: Row, head: int, count: int) -> list[Node]:
+        cur = self._db.execute(_CHAIN, {"sid": row.key, "head": head, "count": count})
+        return [Node(*r) for r in cur]
+
+    def add_event(self, row: Row, event: Event) -> None:
+        self._db.execute(
+            f"INSERT INTO events (sid, {_EVENT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.key, event.version, event.op, event.writer, event.at.timestamp(),
+             event.head_before, event.base_before, event.head_after, event.base_after,
+             json.dumps(event.detail, ensure_ascii=False)))
+
+    def events(self, row: Row) -> list[Event]:
+        cur = self._db.execute(f"SELECT {_EVENT} FROM events WHERE sid = ? ORDER BY id", (row.key,))
+        return [_event(r) for r in cur]
+
+    def drop_events(self, row: Row, keep_last: int) -> int:
+        return self._db.execute(
+            "DELETE FROM events WHERE sid = ? AND id NOT IN"
+            " (SELECT id FROM events WHERE sid = ? ORDER BY id DESC LIMIT ?)",
+            (row.key, row.key, keep_last)).rowcount
+
+    def get_snapshot(self, row: Row, name: str) -> Snapshot | None:
+        r = self._one(f"SELECT {_SNAP} FROM snapshots WHERE sid = ? AND name = ?", row.key, name)
+        return _snapshot(r) if r else None
+
+    def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
+        s = snapshot
+        self._db.execute(
+            f"INSERT INTO snapshots (sid, {_SNAP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.key, s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(),
+             int(s.auto)))
+
+    def snapshots(self, row: Row) -> list[Snapshot]:
+        cur = self._db.execute(
+            f"SELECT {_SNAP} FROM snapshots WHERE sid = ? ORDER BY rowid", (row.key,))
+        return [_snapshot(r) for r in cur]
+
+    def rows(self) -> list[Row]:
+        return [Row(*r) for r in self._db.execute(f"SELECT {_ROW} FROM sessions")]
+
+    def links(self, row: Row) -> dict[int, tuple[int, int]]:
+        cur = self._db.execute("SELECT node, parent, depth FROM nodes WHERE sid = ?", (row.key,))
+        return {r[0]: (r[1], r[2]) for r in cur}
+
+    def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
+        self._db.executemany(
+            "DELETE FROM nodes WHERE sid = ? AND node = ?", [(row.key, n) for n in nodes])
+
+
+class SqliteBackend(Engine):
+    """A SQLite database file shared by any number of threads and processes.
+
+    Args:
+        path: the database file (created if missing; its folder must exist).
+        durability: ``"full"`` (fsync every commit) or ``"normal"``.
+        busy_timeout: seconds a writer waits for the lock before
+            :class:`~memvault.errors.BackendUnavailableError`.
+    """
+
+    def __init__(self, path: str, durability: str = "full", busy_timeout: float = 30.0) -> None:
+        if durability not in ("full", "normal"):
+            raise ConfigurationError(f"durability must be 'full' or 'normal', not {durability!r}")
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
+                or busy_timeout < 0:
+            raise ConfigurationError(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
+        self.path = path
+        self._synchronous = durability.upper()
+        self._busy_ms = int(busy_timeout * 1000)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None:
+            return db
+        if self._closed:
+            raise BackendUnavailableError("the store is closed")
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                 timeout=self._busy_ms / 1000)
+            db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            db.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        with self._lock:
+            self._all.append(db)
+        self._local.db = db
+        return db
+
+    def _migrate(self) -> None:
+        try:
+            db = self._connect()
+            if db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                raise ConfigurationError(f"{self.path!r}: SQLite could not switch to WAL mode")
+            with self._begin(db, "IMMEDIATE"):
+                current = db.execute("PRAGMA user_version").fetchone()[0]
+                if current > SCHEMA_VERSION:
+                    raise ConfigurationError(
+                        f"{self.path!r} was written by a newer memvault (schema {current}; this "
+                        f"version reads up to {SCHEMA_VERSION}): upgrade memvault")
+                for version in range(current + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[version].split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {version}")
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ConfigurationError(f"{self.path!r} is not a usable SQLite database: {exc}") \
+                from exc
+        except (BackendError, ConfigurationError):
+            self.close()
+            raise
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _begin(db: sqlite3.Connection, mode: str) -> Iterator[None]:
+        db.execute(f"BEGIN {mode}")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def transaction(self, write: bool) -> Iterator[_SqliteTxn]:
+        db = self._connect()
+        try:
+            with self._begin(db, "IMMEDIATE" if write else "DEFERRED"):
+                yield _SqliteTxn(db)
+        except MemvaultError:
+            raise
+        except sqlite3.OperationalError as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise BackendUnavailableError(f"SQLite database is locked: {exc}") from exc
+            raise BackendError(f"SQLite failed: {exc}") from exc
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise BackendError(f"SQLite failed: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for db in self._all:
+                db.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def open_backend(url: str, **options: Any) -> SqliteBackend:
+    """Open ``sqlite:///relative.db`` or ``sqlite:////abs/path.db``."""
+    prefix = "sqlite:///"
+    if not url.lower().startswith(prefix) or len(url) == len(prefix):
+        raise ConfigurationError(
+            f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db, not {url!r}")
+    backend: SqliteBackend = call_with_options(SqliteBackend, url, url[len(prefix):], **options)
+    return backend

@@ -1,0 +1,98 @@
+"""The memvault exception tree.
+
+Every error memvault raises is a :class:`MemvaultError`::
+
+    MemvaultError
+    ├── ConfigurationError        bad URL, unknown scheme or option, missing optional
+    │                             dependency (the message names the extra to install)
+    ├── InvalidMessageError       bad input; nothing was written (also a ValueError)
+    ├── ConflictError             expect_version did not match, or fork onto an existing id
+    ├── DuplicateMessageError     a batch mixing stored and new message ids, or repeating one
+    ├── SnapshotNotFoundError     rollback/fork to a snapshot that does not exist
+    ├── SnapshotExistsError       snapshot() with a name already taken
+    ├── CorruptRecordError        stored data that cannot be decoded; names session and depth
+    └── BackendError              the backend failed; the driver's error is __cause__
+        ├── BackendUnavailableError   nothing was applied (e.g. connection refused)
+        └── OutcomeUnknownError       it may have been applied (e.g. timeout after sending);
+                                      retrying the same messages (same ids) is safe
+"""
+
+from __future__ import annotations
+
+
+class MemvaultError(Exception):
+    """Base class of every error raised by memvault."""
+
+
+class ConfigurationError(MemvaultError):
+    """The store cannot be opened as configured (URL, options, extras, schema)."""
+
+
+class InvalidMessageError(MemvaultError, ValueError):
+    """The input was rejected before anything was written."""
+
+
+class ConflictError(MemvaultError):
+    """The session is not in the state the caller expected."""
+
+
+class DuplicateMessageError(MemvaultError):
+    """A batch mixes stored and new message ids, or repeats an id; nothing was written."""
+
+
+class SnapshotNotFoundError(MemvaultError, KeyError):
+    """No snapshot of that name exists in the session."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class SnapshotExistsError(MemvaultError):
+    """A snapshot of that name already exists; snapshots are never overwritten."""
+
+
+class CorruptRecordError(MemvaultError):
+    """A stored record could not be decoded.
+
+    Attributes:
+        session_id: the session the record belongs to.
+        depth: the record's position in the conversation chain (1 = first message).
+    """
+
+    def __init__(self, session_id: str, depth: int, reason: str) -> None:
+        super().__init__(
+            f"corrupt record in session {session_id!r} at depth {depth}: {reason}"
+        )
+        self.session_id = session_id
+        self.depth = depth
+        self.reason = reason
+
+
+class BackendError(MemvaultError):
+    """The backend failed; the driver's exception is ``__cause__``."""
+
+
+class BackendUnavailableError(BackendError):
+    """The backend could not be reached; nothing was applied."""
+
+
+class OutcomeUnknownError(BackendError):
+    """The request may or may not have been applied.
+
+    Retrying an append with the same messages (same ids) is safe: it is idempotent.
+    """
+
+
+__all__ = [
+    "BackendError",
+    "BackendUnavailableError",
+    "ConfigurationError",
+    "ConflictError",
+    "CorruptRecordError",
+    "DuplicateMessageError",
+    "InvalidMessageError",
+    "MemvaultError",
+    "OutcomeUnknownError",
+    "SnapshotExistsError",
+    "SnapshotNotFoundError",
+]

@@ -1,0 +1,246 @@
+"""Messages and the JSON codec that stores them.
+
+A stored message is a versioned JSON envelope, ``{"v": 1, "m": {...}}``, encoded as
+UTF-8 text. Decoding is strict: anything that is not a valid envelope of a known
+version raises :class:`~memvault.errors.CorruptRecordError`; it never turns into a
+shorter history. Pickle is never used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
+
+from memvault.errors import CorruptRecordError, DuplicateMessageError, InvalidMessageError
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+FORMAT_VERSION = 1
+
+_id_lock = threading.Lock()
+_last_ms = 0
+_seq = 0
+
+
+def new_message_id() -> str:
+    """Return a new UUIDv7-style id: time-ordered, unique, stable once assigned.
+
+    Ids made in one process are strictly increasing, even within one millisecond.
+    """
+    global _last_ms, _seq
+    with _id_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms > _last_ms:
+            _last_ms, _seq = ms, int.from_bytes(os.urandom(2), "big") & 0x3FF
+        else:
+            _seq += 1
+            if _seq > 0xFFF:  # 4096 ids in one millisecond: borrow the next one
+                _last_ms, _seq = _last_ms + 1, 0
+        rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        value = (_last_ms << 80) | (0x7 << 76) | (_seq << 64) | (0b10 << 62) | rand
+    return str(uuid.UUID(int=value))
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _check_json(value: Any, where: str) -> None:
+    """Reject anything that JSON cannot carry exactly (sets, bytes, NaN, non-str keys)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: {value!r} is not a JSON number")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, f"{where}[{i}]")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where}: key {key!r} is not a string")
+            _check_json(item, f"{where}[{key!r}]")
+        return
+    raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
+
+
+class ToolCall(BaseModel):
+    """A tool call requested by an assistant message.
+
+    Attributes:
+        id: the call id the tool's answer refers to (``Message.tool_call_id``).
+        name: the tool's name.
+        arguments: the arguments as the JSON text the model emitted, kept exactly.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class Message(BaseModel):
+    """One turn of a conversation. Immutable; validated on construction.
+
+    Attributes:
+        id: stable, time-ordered id; generated when not given. Appending a message
+            whose id is already stored is a no-op (idempotent retries).
+        role: ``system``, ``developer``, ``user``, ``assistant`` or ``tool``.
+        content: text, a list of JSON content parts, or ``None`` for an assistant
+            turn that only carries tool calls.
+        name: optional participant name.
+        tool_calls: calls requested by an assistant turn.
+        tool_call_id: for a ``tool`` message, the call it answers.
+        metadata: free-form JSON values.
+        created_at: UTC timestamp (a naive datetime is taken as UTC).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=new_message_id, min_length=1, max_length=256)
+    role: Role
+    content: str | list[dict[str, JsonValue]] | None = None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=_utcnow)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content_is_json(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            _check_json(value, "content")
+        elif value is not None and not isinstance(value, str):
+            raise ValueError("content must be a string, a list of JSON parts, or None")
+        return value
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata_is_json(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise ValueError("metadata must be a mapping of JSON values")
+        _check_json(value, "metadata")
+        return value
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Message:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content may be None only for an assistant turn with tool_calls")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        return self
+
+    @classmethod
+    def system(cls, content: str, **fields: Any) -> Message:
+        """A system message."""
+        return cls(role="system", content=content, **fields)
+
+    @classmethod
+    def developer(cls, content: str, **fields: Any) -> Message:
+        """A developer message."""
+        return cls(role="developer", content=content, **fields)
+
+    @classmethod
+    def user(cls, content: str | list[dict[str, JsonValue]], **fields: Any) -> Message:
+        """A user message."""
+        return cls(role="user", content=content, **fields)
+
+    @classmethod
+    def assistant(
+        cls,
+        content: str | list[dict[str, JsonValue]] | None = None,
+        *,
+        tool_calls: Sequence[ToolCall] = (),
+        **fields: Any,
+    ) -> Message:
+        """An assistant message, optionally carrying tool calls."""
+        return cls(role="assistant", content=content, tool_calls=tuple(tool_calls), **fields)
+
+    @classmethod
+    def tool(cls, content: str | list[dict[str, JsonValue]], *, tool_call_id: str, **fields: Any) -> Message:
+        """A tool result answering ``tool_call_id``."""
+        return cls(role="tool", content=content, tool_call_id=tool_call_id, **fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A message encoded for storage: its id and its envelope text."""
+
+    id: str
+    body: str
+
+
+MessageLike = Message | Mapping[str, Any]
+
+
+def encode_message(message: MessageLike, max_bytes: int) -> Record:
+    """Validate and encode one message, or raise InvalidMessageError.
+
+    Args:
+        message: a Message, or a mapping of Message fields.
+        max_bytes: the largest encoded size accepted.
+    """
+    try:
+        if not isinstance(message, Message):
+            message = Message.model_validate(message)
+        body = json.dumps(
+            {"v": FORMAT_VERSION, "m": message.model_dump(mode="json")},
+            ensure_ascii=False,
+            allow_nan=False,
+            separators=(",", ":"),
+        )
+        size = len(body.encode("utf-8"))  # a lone surrogate fails here
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise InvalidMessageError(f"invalid message: {exc}") from exc
+    if size > max_bytes:
+        raise InvalidMessageError(
+            f"message {message.id!r} is {size} bytes encoded; the limit is {max_bytes}"
+        )
+    return Record(message.id, body)
+
+
+def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int) -> list[Record]:
+    """Validate and encode a batch for one append; nothing is written if this raises."""
+    if isinstance(messages, (Message, Mapping, str, bytes)):
+        raise InvalidMessageError("append takes a list of messages, not a single message")
+    if not messages:
+        raise InvalidMessageError("append needs at least one message")
+    if len(messages) > max_batch:
+        raise InvalidMessageError(f"a batch holds at most {max_batch} messages, got {len(messages)}")
+    records = [encode_message(m, max_bytes) for m in messages]
+    if len({r.id for r in records}) != len(records):
+        raise DuplicateMessageError("the batch repeats a message id")
+    return records
+
+
+def decode_message(session_id: str, depth: int, body: str | bytes) -> Message:
+    """Decode a stored envelope, or raise CorruptRecordError naming session and depth."""
+    try:
+        envelope = json.loads(body)
+        if not isinstance(envelope, dict) or set(envelope) != {"v", "m"}:
+            raise ValueError("not a memvault envelope")
+        if envelope["v"] != FORMAT_VERSION:
+            raise ValueError(f"unknown format version {envelope['v']!r}")
+        return Message.model_validate(envelope["m"])
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(session_id, depth, str(exc).splitlines()[0]) from exc

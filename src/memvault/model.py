@@ -1,0 +1,139 @@
+"""The records memvault returns besides messages, and the limits it enforces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from memvault.errors import InvalidMessageError
+
+AUTO_PREFIX = "auto:"
+
+
+def utc(epoch: float) -> datetime:
+    """Epoch seconds (as stored) to an aware UTC datetime."""
+    return datetime.fromtimestamp(epoch, timezone.utc)
+
+
+def to_datetime(epoch: float | None) -> datetime | None:
+    """Like :func:`utc`, keeping None (no expiry)."""
+    return None if epoch is None else utc(epoch)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """The state of a session.
+
+    Attributes:
+        session_id: the session's id.
+        version: +1 on every change to the visible history.
+        length: number of visible messages.
+        created_at / updated_at: first and latest write.
+        expires_at: when the session expires (None: never).
+    """
+
+    session_id: str
+    version: int
+    length: int
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A named pointer to a state of the history; saving one copies no message.
+
+    Attributes:
+        name: unique within the session; ``auto:`` names are made by rollback.
+        head / base: the chain pointer and the trim floor it captured.
+        version: the session version when it was taken.
+        length: number of visible messages it holds.
+        created_at: when it was taken.
+        auto: True for the pre-rollback snapshots rollback saves.
+    """
+
+    name: str
+    head: int
+    base: int
+    version: int
+    length: int
+    created_at: datetime
+    auto: bool
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a session's operation log: who changed what, and when.
+
+    ``head``/``base`` before and after make every change traceable and undoable.
+    """
+
+    version: int
+    op: str
+    writer: str
+    at: datetime
+    head_before: int
+    base_before: int
+    head_after: int
+    base_after: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompactStats:
+    """What ``Store.compact`` removed."""
+
+    nodes: int = 0
+    events: int = 0
+    sessions: int = 0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits, the same on every backend.
+
+    Attributes:
+        max_message_bytes: largest encoded message (UTF-8 JSON), default 4 MiB.
+        max_batch: most messages in one append, default 1,000.
+        max_session_id: longest session id in characters, default 512.
+        max_snapshot_name: longest snapshot name in characters, default 256.
+    """
+
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_batch: int = 1000
+    max_session_id: int = 512
+    max_snapshot_name: int = 256
+
+    def session_id(self, value: object) -> str:
+        """Return ``value`` if it is a valid session id, else raise InvalidMessageError."""
+        return _check_text("session id", value, self.max_session_id)
+
+    def snapshot_name(self, value: object, *, user: bool = True) -> str:
+        """Validate a snapshot name; users may not create ``auto:`` names."""
+        name = _check_text("snapshot name", value, self.max_snapshot_name)
+        if user and name.startswith(AUTO_PREFIX):
+            raise InvalidMessageError(f"snapshot names starting with {AUTO_PREFIX!r} are reserved")
+        return name
+
+
+def _check_text(what: str, value: object, limit: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidMessageError(f"{what} must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidMessageError(f"{what} must not be empty")
+    if len(value) > limit:
+        raise InvalidMessageError(f"{what} is {len(value)} characters; the limit is {limit}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(f"{what} is not valid Unicode (lone surrogate)") from exc
+    return value
+
+
+def check_count(what: str, value: object) -> int:
+    """A non-negative int argument (``last``, ``keep_last``, ``keep_events``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidMessageError(f"{what} must be a non-negative integer, got {value!r}")
+    return value

@@ -1,0 +1,248 @@
+"""The synchronous facade: :func:`open`, :class:`Store` and :class:`Session`.
+
+Everything that does no I/O (validation, encoding, decoding, the write context)
+lives in :class:`Options` and is shared with the async facade in ``aio.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from memvault.backends.base import Backend, Stored, Write
+from memvault.errors import ConfigurationError
+from memvault.messages import Message, MessageLike, Record, decode_message, encode_batch
+from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot, check_count
+from memvault.urls import open_backend, redact, resolve
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Options:
+    """The store handle's own options, shared by the sync and async facades.
+
+    Attributes:
+        url: the store URL (shown with its password redacted).
+        ttl: seconds of inactivity after which a session expires (sliding; None: never).
+        writer: the label recorded in the event log (default ``host:pid``).
+        limits: input limits.
+    """
+
+    url: str
+    ttl: float | None = None
+    writer: str | None = None
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        ttl = self.ttl
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
+                                or not ttl > 0):
+            raise ConfigurationError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        if self.writer is not None and (not isinstance(self.writer, str) or not self.writer):
+            raise ConfigurationError(f"writer must be a non-empty string, not {self.writer!r}")
+        if not isinstance(self.limits, Limits):
+            raise ConfigurationError("limits must be a memvault.Limits")
+
+    def write(self) -> Write:
+        """The context of one write: writer label, time, TTL."""
+        return Write(self.writer or f"{_HOST}:{os.getpid()}", time.time(), self.ttl)
+
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
+    def encode(self, messages: Sequence[MessageLike], expect_version: int | None) -> list[Record]:
+        """Validate an append's arguments; raises before anything is written."""
+        if expect_version is not None:
+            check_count("expect_version", expect_version)
+        lim = self.limits
+        return encode_batch(messages, lim.max_message_bytes, lim.max_batch)
+
+    @staticmethod
+    def decode(session_id: str, stored: list[Stored]) -> list[Message]:
+        return [decode_message(session_id, depth, body) for depth, body in stored]
+
+    @staticmethod
+    def last(last: int | None) -> int | None:
+        return None if last is None else check_count("last", last)
+
+    def snapshot_name(self, name: str, *, user: bool = True) -> str:
+        return self.limits.snapshot_name(name, user=user)
+
+
+def split_options(url: str | None, options: dict[str, Any]) -> tuple[Options, dict[str, Any]]:
+    """Separate the handle's options from the backend's."""
+    own = {k: options.pop(k) for k in ("ttl", "writer", "limits") if k in options}
+    return Options(resolve(url), **own), options
+
+
+class Session:
+    """A handle on one conversation; creating it writes nothing.
+
+    Args:
+        store: the store it belongs to.
+        session_id: any non-empty string up to ``limits.max_session_id`` characters.
+    """
+
+    def __init__(self, store: Store, session_id: str) -> None:
+        self._opts = store.options
+        self.id = self._opts.limits.session_id(session_id)
+        self._backend = store.backend
+        self._store = store
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r})"
+
+    def append(self, messages: Sequence[MessageLike], *, expect_version: int | None = None) -> int:
+        """Append messages atomically, in order, after the current head.
+
+        Args:
+            messages: Messages (or mappings of their fields); 1 to ``max_batch``.
+            expect_version: compare-and-set: raise ConflictError unless the session is
+                at this version (0 for a session that does not exist yet).
+
+        Returns:
+            The session's version after the append. A batch whose ids are all stored
+            already is a no-op and returns the current version.
+
+        Raises:
+            InvalidMessageError: bad input; nothing was written.
+            DuplicateMessageError: the batch mixes stored and new ids.
+            ConflictError: ``expect_version`` did not match.
+        """
+        records = self._opts.encode(messages, expect_version)
+        return self._backend.append(self.id, records, expect_version, self._opts.write())
+
+    def history(self, last: int | None = None) -> list[Message]:
+        """The visible messages, oldest first; ``last=N`` reads only the newest N.
+
+        Raises:
+            CorruptRecordError: a stored message cannot be decoded.
+        """
+        return self._opts.decode(self.id, self._backend.history(self.id, self._opts.last(last),
+                                                                 self._opts.now()))
+
+    def info(self) -> SessionInfo | None:
+        """The session's version, length and timestamps; None if it does not exist."""
+        return self._backend.info(self.id, self._opts.now())
+
+    def pop(self) -> Message | None:
+        """Hide the newest message and return it; None (and no change) if empty."""
+        stored = self._backend.pop(self.id, self._opts.write())
+        return self._opts.decode(self.id, [stored])[0] if stored else None
+
+    def trim(self, keep_last: int) -> int:
+        """Hide all but the newest ``keep_last`` messages; returns the version."""
+        return self._backend.trim(self.id, check_count("keep_last", keep_last), "trim",
+                                  self._opts.write())
+
+    def clear(self) -> int:
+        """Hide every message (they stay reachable from snapshots); returns the version."""
+        return self._backend.trim(self.id, 0, "clear", self._opts.write())
+
+    def snapshot(self, name: str) -> Snapshot:
+        """Save the current history under ``name``, in O(1).
+
+        Raises:
+            SnapshotExistsError: the name is taken; snapshots are never overwritten.
+            InvalidMessageError: an empty, over-long or ``auto:`` name.
+        """
+        return self._backend.snapshot(self.id, self._opts.snapshot_name(name), self._opts.write())
+
+    def snapshots(self) -> list[Snapshot]:
+        """Every snapshot of the session, oldest first."""
+        return self._backend.snapshots(self.id, self._opts.now())
+
+    def rollback(self, name: str) -> Snapshot:
+        """Restore the history saved as ``name``.
+
+        The replaced state is saved first as ``auto:pre-rollback@v{version}``, so a
+        rollback is undone by rolling back to that snapshot. No snapshot is deleted.
+
+        Returns:
+            The auto-saved snapshot of the replaced state.
+        """
+        return self._backend.rollback(self.id, self._opts.snapshot_name(name, user=False),
+                                      self._opts.write())
+
+    def fork(self, new_id: str, *, at: str | None = None) -> Session:
+        """Start session ``new_id`` from this history (or from snapshot ``at``).
+
+        Raises:
+            ConflictError: ``new_id`` already exists.
+        """
+        new = Session(self._store, new_id)
+        at = None if at is None else self._opts.snapshot_name(at, user=False)
+        self._backend.fork(self.id, new.id, at, self._opts.write())
+        return new
+
+    def log(self) -> list[Event]:
+        """The operation log, oldest first: who changed what, and when."""
+        return self._backend.log(self.id, self._opts.now())
+
+    def delete(self) -> bool:
+        """Physically remove every message, snapshot and event; True if it existed."""
+        return self._backend.delete(self.id)
+
+
+class Store:
+    """An open store. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, backend: Backend, options: Options) -> None:
+        self.backend = backend
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"Store({redact(self.options.url)!r})"
+
+    def session(self, session_id: str) -> Session:
+        """A handle on session ``session_id``; nothing is written."""
+        return Session(self, session_id)
+
+    def sessions(self) -> list[str]:
+        """Ids of the live (unexpired) sessions, sorted."""
+        return self.backend.sessions(self.options.now())
+
+    def compact(self, keep_events: int | None = None) -> CompactStats:
+        """Delete expired sessions, events beyond the newest ``keep_events`` per
+        session, and messages no head, snapshot or kept event reaches."""
+        if keep_events is not None:
+            check_count("keep_events", keep_events)
+        return self.backend.compact(keep_events, self.options.now())
+
+    def close(self) -> None:
+        """Release connections. The data stays."""
+        self.backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def open(url: str | None = None, **options: Any) -> Store:  # noqa: A001 - the public name
+    """Open a store.
+
+    Args:
+        url: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////abs/path.db``,
+            ``redis://…``, ``rediss://…``, ``postgresql://…``. Default:
+            ``$MEMVAULT_URL``, else ``sqlite:///memvault.db``.
+        **options: ``ttl``, ``writer``, ``limits``, and the backend's own options
+            (SQLite: ``durability``, ``busy_timeout``).
+
+    Raises:
+        ConfigurationError: bad URL or option, or a missing optional dependency.
+    """
+    opts, backend_options = split_options(url, options)
+    return Store(open_backend(opts.url, backend_options, asynchronous=False), opts)
+
+
+__all__ = ["Options", "Session", "Store", "open"]

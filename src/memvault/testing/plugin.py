@@ -1,0 +1,1 @@
+"""The memvault pytest plugin (registered through the ``pytest11`` entry point)."""

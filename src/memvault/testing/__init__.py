@@ -1,6 +1,16 @@
 """memvault's pytest toolkit: the contract suite any backend can subclass.
 
->>> from memvault.testing import StoreContract
->>> class TestMyBackend(StoreContract):
-...     url = "sqlite:///{tmp}/x.db"
+Example::
+
+    from memvault.testing import StoreContract
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        def store_url(self, tmp_path):
+            return f"sqlite:///{tmp_path}/memory.db"
 """
+
+from memvault.testing.contract import AsyncStoreContract, StoreContract
+from memvault.testing.opener import Opener
+
+__all__ = ["AsyncStoreContract", "Opener", "StoreContract"]

@@ -1,0 +1,54 @@
+"""The contract suite: subclass :class:`StoreContract` (or :class:`AsyncStoreContract`)
+and give it a ``store_url`` fixture naming an empty store.
+
+Each part can also be used alone (``BasicsContract``, ``WritesContract``, …).
+"""
+
+from __future__ import annotations
+
+from memvault.testing.contract.base import ALL_CAPABILITIES, ContractBase
+from memvault.testing.contract.basics import BasicsContract
+from memvault.testing.contract.concurrency import ConcurrencyContract
+from memvault.testing.contract.durability import DurabilityContract
+from memvault.testing.contract.inputs import InputsContract
+from memvault.testing.contract.serialization import SerializationContract
+from memvault.testing.contract.snapshots import SnapshotsContract
+from memvault.testing.contract.ttl import TtlContract
+from memvault.testing.contract.writes import WritesContract
+
+
+class StoreContract(
+    BasicsContract,
+    WritesContract,
+    SnapshotsContract,
+    SerializationContract,
+    InputsContract,
+    ConcurrencyContract,
+    DurabilityContract,
+    TtlContract,
+):
+    """The whole contract, driven through the sync API."""
+
+    face = "sync"
+
+
+class AsyncStoreContract(StoreContract):
+    """The whole contract, driven through the async API."""
+
+    face = "async"
+
+
+__all__ = [
+    "ALL_CAPABILITIES",
+    "AsyncStoreContract",
+    "BasicsContract",
+    "ConcurrencyContract",
+    "ContractBase",
+    "DurabilityContract",
+    "InputsContract",
+    "SerializationContract",
+    "SnapshotsContract",
+    "StoreContract",
+    "TtlContract",
+    "WritesContract",
+]

@@ -1,0 +1,71 @@
+"""Fixtures and helpers every contract part shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pytest
+
+from memvault.messages import Message
+from memvault.testing.opener import Opener
+from memvault.testing.workers import turn
+
+__all__ = ["ContractBase", "texts", "turn", "users"]
+
+ALL_CAPABILITIES = frozenset({"persistent", "multiprocess", "ttl", "corrupt"})
+
+
+class ContractBase:
+    """What a backend's test class provides, and what the contract parts use.
+
+    Provide a ``store_url`` fixture that names an empty store (a fresh file, a
+    flushed database, a new schema). Every call of the ``opener`` fixture then
+    opens a new connection to that same store; worker processes receive it pickled.
+
+    Class attributes:
+        face: ``"sync"`` or ``"async"``: which API the contract drives.
+        capabilities: what the backend can do. A part whose capability is missing
+            is skipped with that reason, never passed silently:
+            ``persistent`` (data survives close and reopen), ``multiprocess``
+            (several processes share one store), ``ttl`` (sliding expiry),
+            ``corrupt`` (the test class overrides :meth:`corrupt`).
+    """
+
+    face: ClassVar[str] = "sync"
+    capabilities: ClassVar[frozenset[str]] = ALL_CAPABILITIES
+
+    @pytest.fixture
+    def store_url(self) -> str:
+        pytest.fail("the test class must define a `store_url` fixture naming an empty store")
+
+    @pytest.fixture
+    def store_options(self) -> dict[str, Any]:
+        """Options passed to every open (override to add backend options)."""
+        return {}
+
+    @pytest.fixture
+    def opener(self, store_url: str, store_options: dict[str, Any]) -> Opener:
+        return Opener(store_url, self.face, store_options)  # type: ignore[arg-type]
+
+    @pytest.fixture
+    def store(self, opener: Opener) -> Iterator[Any]:
+        store = opener()
+        yield store
+        store.close()
+
+    def require(self, capability: str) -> None:
+        if capability not in self.capabilities:
+            pytest.skip(f"the backend declares no {capability!r} capability")
+
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+        """Overwrite the stored body of the message at ``depth`` with ``body``."""
+        pytest.skip("the test class does not implement corrupt()")
+
+
+def texts(messages: list[Message]) -> list[Any]:
+    return [m.content for m in messages]
+
+
+def users(n: int, prefix: str = "m") -> list[Message]:
+    return [Message.user(f"{prefix}{i}") for i in range(n)]

@@ -1,0 +1,171 @@
+"""Ordering, reads, pop/trim/clear, the event log, fork, delete, compact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memvault.errors import ConflictError, SnapshotNotFoundError
+from memvault.messages import Message
+from memvault.testing.contract.base import ContractBase, texts, users
+
+
+class BasicsContract(ContractBase):
+    def test_append_then_history_in_order(self, store: Any) -> None:
+        """Appends come back oldest first, in order. Failing: the chain walk or the
+        append's head update is wrong."""
+        s = store.session("s")
+        assert s.append(users(3)) == 1
+        assert s.append(users(2, "n")) == 2
+        assert texts(s.history()) == ["m0", "m1", "m2", "n0", "n1"]
+
+    def test_history_last_reads_only_the_newest(self, store: Any) -> None:
+        """``history(last=N)``: the newest N, oldest first; 0 gives []; N past the
+        length gives all."""
+        s = store.session("s")
+        s.append(users(5))
+        assert texts(s.history(last=2)) == ["m3", "m4"]
+        assert s.history(last=0) == []
+        assert texts(s.history(last=99)) == ["m0", "m1", "m2", "m3", "m4"]
+
+    def test_missing_session_reads_empty(self, store: Any) -> None:
+        """A session never written has no history, no info, no snapshots, no log."""
+        s = store.session("nobody")
+        assert s.history() == [] and s.info() is None
+        assert s.snapshots() == [] and s.log() == [] and s.pop() is None
+        assert store.sessions() == []
+
+    def test_info_tracks_version_and_length(self, store: Any) -> None:
+        """``info()`` reports version and visible length after each change."""
+        s = store.session("s")
+        s.append(users(3))
+        info = s.info()
+        assert (info.session_id, info.version, info.length) == ("s", 1, 3)
+        assert info.created_at <= info.updated_at and info.expires_at is None
+        s.pop()
+        assert (s.info().version, s.info().length) == (2, 2)
+
+    def test_pop_returns_newest_and_logs(self, store: Any) -> None:
+        """pop hides the newest message, returns it, bumps the version, logs 'pop'."""
+        s = store.session("s")
+        s.append(users(2))
+        popped = s.pop()
+        assert popped is not None and popped.content == "m1"
+        assert texts(s.history()) == ["m0"]
+        assert s.log()[-1].op == "pop" and s.log()[-1].version == 2
+
+    def test_noop_changes_keep_version_and_log_nothing(self, store: Any) -> None:
+        """pop on empty, trim that keeps everything: no version bump, no event."""
+        s = store.session("s")
+        s.append(users(2))
+        s.clear()
+        events, version = len(s.log()), s.info().version
+        assert s.pop() is None
+        assert s.trim(keep_last=5) == version
+        assert s.clear() == version
+        assert len(s.log()) == events and s.info().version == version
+
+    def test_trim_and_clear_hide_and_log(self, store: Any) -> None:
+        """trim keeps the newest N; clear hides all; both bump the version and log."""
+        s = store.session("s")
+        s.append(users(5))
+        assert s.trim(keep_last=2) == 2
+        assert texts(s.history()) == ["m3", "m4"]
+        assert s.clear() == 3
+        assert s.history() == [] and s.info().length == 0
+        assert [e.op for e in s.log()] == ["append", "trim", "clear"]
+
+    def test_append_after_clear_and_pop_is_visible(self, store: Any) -> None:
+        """Nodes appended after clear/pop are visible and chained correctly."""
+        s = store.session("s")
+        s.append(users(3))
+        s.clear()
+        s.append([Message.user("after-clear")])
+        s.pop()
+        s.append([Message.user("x"), Message.user("y")])
+        assert texts(s.history()) == ["x", "y"]
+        assert texts(s.history(last=1)) == ["y"]
+
+    def test_every_hide_is_logged_with_its_writer(self, opener: Any) -> None:
+        """Invariant 1: nothing disappears without an event naming the operation and
+        the writer. Failing: an operation does not log, or drops the writer label."""
+        store = opener(writer="agent-7")
+        try:
+            s = store.session("s")
+            s.append(users(4))
+            s.snapshot("cp")
+            s.pop()
+            s.trim(keep_last=1)
+            s.rollback("cp")
+            s.clear()
+            log = s.log()
+            assert [e.op for e in log] == ["append", "snapshot", "pop", "trim", "rollback", "clear"]
+            assert {e.writer for e in log} == {"agent-7"}
+            assert [e.version for e in log] == [1, 1, 2, 3, 4, 5]
+            assert log[2].head_before != log[2].head_after
+            assert log[4].detail["to"] == "cp"
+        finally:
+            store.close()
+
+    def test_sessions_and_delete(self, store: Any) -> None:
+        """delete removes a session's messages, snapshots and log; others stay."""
+        a, b = store.session("a"), store.session("b")
+        a.append(users(2))
+        b.append(users(1))
+        a.snapshot("x")
+        assert store.sessions() == ["a", "b"]
+        assert a.delete() is True and a.delete() is False
+        assert store.sessions() == ["b"]
+        assert a.history() == [] and a.snapshots() == [] and a.log() == []
+        assert texts(b.history()) == ["m0"]
+        a.append(users(1, "again"))
+        assert a.info().version == 1
+
+    def test_fork_current_and_at_snapshot(self, store: Any) -> None:
+        """fork copies the current history, or a snapshot's; snapshots are not copied;
+        the source is untouched."""
+        s = store.session("s")
+        s.append(users(2))
+        s.snapshot("two")
+        s.append(users(1, "x"))
+        now = s.fork("now")
+        then = s.fork("then", at="two")
+        assert texts(now.history()) == ["m0", "m1", "x0"]
+        assert texts(then.history()) == ["m0", "m1"]
+        assert then.snapshots() == [] and then.log()[-1].op == "fork"
+        then.append(users(1, "t"))
+        assert texts(s.history()) == ["m0", "m1", "x0"]
+        assert [m.id for m in now.history()] == [m.id for m in s.history()]
+
+    def test_fork_refuses_existing_or_missing(self, store: Any) -> None:
+        """fork onto an existing session: ConflictError; at a missing snapshot:
+        SnapshotNotFoundError; neither writes anything."""
+        s = store.session("s")
+        s.append(users(1))
+        store.session("t").append(users(1, "t"))
+        with pytest.raises(ConflictError):
+            s.fork("t")
+        with pytest.raises(SnapshotNotFoundError):
+            s.fork("u", at="nope")
+        assert store.sessions() == ["s", "t"] and texts(store.session("t").history()) == ["t0"]
+
+    def test_compact_keeps_everything_reachable(self, store: Any) -> None:
+        """compact deletes only what no head, snapshot or kept event reaches: every
+        history and snapshot reads the same afterwards, and garbage is gone."""
+        s = store.session("s")
+        s.append(users(3))
+        s.snapshot("cp")
+        s.pop()
+        s.pop()
+        s.append(users(1, "n"))
+        s.pop()  # n0 is now reachable only from the log
+        before = (texts(s.history()), s.snapshots())
+        assert store.compact().nodes == 0
+        events = len(s.log())
+        stats = store.compact(keep_events=0)
+        assert (stats.nodes, stats.events, stats.sessions) == (1, events, 0)
+        assert s.log() == []
+        assert (texts(s.history()), s.snapshots()) == before
+        s.rollback("cp")
+        assert texts(s.history()) == ["m0", "m1", "m2"]

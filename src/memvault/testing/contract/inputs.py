@@ -1,0 +1,112 @@
+"""Bad input is rejected before anything is written (invariant 6); hostile ids stay
+isolated."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from memvault.errors import InvalidMessageError
+from memvault.messages import Message
+from memvault.model import Limits
+from memvault.testing.contract.base import ContractBase, texts
+
+WEIRD_IDS = [
+    "'; DROP TABLE sessions; --",
+    'quote " and \' both',
+    "{braces}", "}{", "{", "a{b}c", "slash/and\\back", "../../etc/passwd",
+    "colon:star*?[glob]", "emoji 🙂 id", "line\nbreak", "tab\tspace ", "nul\x00id",
+    "%s%d", "memvault:{s}:head", "x" * 512, "ß", "SS",
+]
+
+
+class InputsContract(ContractBase):
+    @pytest.mark.parametrize("bad_id", ["", "x" * 513, None, 42, "lone \ud800"])
+    def test_bad_session_ids_are_refused(self, store: Any, bad_id: Any) -> None:
+        """Empty, over-long, non-string or unencodable ids: InvalidMessageError."""
+        with pytest.raises(InvalidMessageError):
+            store.session(bad_id)
+
+    @pytest.mark.parametrize("bad", [
+        pytest.param([], id="empty-batch"),
+        pytest.param([{"role": "wizard", "content": "x"}], id="unknown-role"),
+        pytest.param([{"role": "user", "content": "x", "metadata": {"s": {1, 2}}}], id="set"),
+        pytest.param([{"role": "user", "content": "x", "metadata": {"n": math.nan}}], id="nan"),
+        pytest.param([{"role": "user", "content": "x", "metadata": {"b": b"x"}}], id="bytes"),
+        pytest.param([{"role": "user", "content": "lone \ud83d surrogate"}], id="surrogate"),
+        pytest.param([{"role": "user", "content": None}], id="none-content"),
+        pytest.param([{"role": "user", "content": 5}], id="int-content"),
+        pytest.param([{"role": "user", "content": "x", "extra": 1}], id="unknown-field"),
+        pytest.param(["just a string"], id="not-a-message"),
+        pytest.param(Message.user("not in a list"), id="bare-message"),
+    ])
+    def test_bad_messages_write_nothing(self, store: Any, bad: Any) -> None:
+        """Every malformed batch raises InvalidMessageError; the session stays absent
+        even when a valid message precedes the bad one."""
+        s = store.session("s")
+        batch = [Message.user("fine"), *bad] if isinstance(bad, list) and bad else bad
+        with pytest.raises(InvalidMessageError):
+            s.append(batch)
+        assert s.info() is None and store.sessions() == []
+
+    def test_size_limits_write_nothing(self, opener: Any) -> None:
+        """A message over the size limit or a batch over the count limit is refused."""
+        store = opener(limits=Limits(max_message_bytes=1000, max_batch=3))
+        try:
+            s = store.session("s")
+            with pytest.raises(InvalidMessageError, match="limit"):
+                s.append([Message.user("ok"), Message.user("x" * 1000)])
+            with pytest.raises(InvalidMessageError, match="at most 3"):
+                s.append([Message.user(str(i)) for i in range(4)])
+            s.append([Message.user("y" * 800)])
+            assert s.info().length == 1
+        finally:
+            store.close()
+
+    def test_default_message_limit_is_4_mib(self, store: Any) -> None:
+        """The default limit is 4 MiB encoded: just under is stored, over is refused."""
+        s = store.session("s")
+        with pytest.raises(InvalidMessageError):
+            s.append([Message.user("x" * (4 * 1024 * 1024))])
+        big = Message.user("é" * (2 * 1024 * 1024 - 200))
+        s.append([big])
+        assert s.history() == [big]
+
+    @pytest.mark.parametrize("name", ["", "n" * 257, "auto:x", None])
+    def test_bad_snapshot_names(self, store: Any, name: Any) -> None:
+        """Empty, over-long, reserved or non-string snapshot names are refused."""
+        s = store.session("s")
+        s.append([Message.user("x")])
+        with pytest.raises(InvalidMessageError):
+            s.snapshot(name)
+        assert s.snapshots() == []
+
+    @pytest.mark.parametrize("value", [-1, 1.5, "3", True])
+    def test_bad_counts(self, store: Any, value: Any) -> None:
+        """last, keep_last, expect_version and keep_events take non-negative ints."""
+        s = store.session("s")
+        s.append([Message.user("x")])
+        for call in (lambda: s.history(last=value), lambda: s.trim(keep_last=value),
+                     lambda: s.append([Message.user("y")], expect_version=value),
+                     lambda: store.compact(keep_events=value)):
+            with pytest.raises(InvalidMessageError):
+                call()
+        assert s.info().version == 1
+
+    def test_weird_session_ids_stay_isolated(self, store: Any) -> None:
+        """Hostile ids (SQL, key syntax, hash tags, globs, NUL) never touch another
+        session's data. Failing: injection or key collision in the backend."""
+        for i, sid in enumerate(WEIRD_IDS):
+            s = store.session(sid)
+            s.append([Message.user(f"msg {i}")])
+            s.snapshot(f"snap {sid[:200]}")
+        assert store.sessions() == sorted(WEIRD_IDS)
+        for i, sid in enumerate(WEIRD_IDS):
+            s = store.session(sid)
+            assert texts(s.history()) == [f"msg {i}"]
+            assert [x.name for x in s.snapshots()] == [f"snap {sid[:200]}"]
+        store.session(WEIRD_IDS[0]).delete()
+        assert len(store.sessions()) == len(WEIRD_IDS) - 1
+        assert texts(store.session(WEIRD_IDS[1]).history()) == ["msg 1"]

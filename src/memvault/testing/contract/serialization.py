@@ -1,0 +1,84 @@
+"""Reading back exactly what was written, or CorruptRecordError (invariant 5)."""
+
+from __future__ import annotations
+
+import pickle
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from memvault.errors import CorruptRecordError
+from memvault.messages import Message, ToolCall
+from memvault.testing.contract.base import ContractBase
+
+AWKWARD_TEXTS = [
+    "plain",
+    "NUL \x00 inside",
+    "\u202eRTL override\u202c and \u200f mark",
+    "emoji 👩‍💻🏳️‍🌈 and astral 𝄞",
+    "中文, 日本語, 한국어",
+    'quotes \' " ` and \\ backslash',
+    "line\nbreaks\r\n\ttabs",
+    "{braces} [brackets] %s %(x)s $1 ${x}",
+    "\ufeff BOM and \uffff noncharacter",
+    "",
+    " " * 1000,
+]
+
+
+class SerializationContract(ContractBase):
+    def test_awkward_text_round_trips_exactly(self, store: Any) -> None:
+        """Any valid Unicode (NUL, RTL marks, emoji) reads back exactly. Failing: the
+        backend's column type or encoding mangles text."""
+        s = store.session("s")
+        sent = [Message.user(t) for t in AWKWARD_TEXTS]
+        s.append(sent)
+        assert s.history() == sent
+
+    def test_every_field_round_trips(self, store: Any) -> None:
+        """ids, roles, names, tool calls (arguments kept as emitted), list content,
+        metadata and created_at come back equal."""
+        s = store.session("s")
+        when = datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=8)))
+        sent = [
+            Message.system("be brief", id="sys-1", created_at=when),
+            Message.developer("dev note", name="ops"),
+            Message.user([{"type": "text", "text": "hi"}, {"type": "image_url",
+                          "image_url": {"url": "data:image/png;base64,AAAA"}}], name="wang"),
+            Message.assistant(None, tool_calls=[
+                ToolCall(id="call_1", name="search", arguments='{"q": "x",  "n":1.50}'),
+                ToolCall(id="call_2", name="bad", arguments="{not json"),
+            ]),
+            Message.tool("result \x00", tool_call_id="call_1"),
+            Message.assistant("done", metadata={"model": "m", "usage": {"in": 3, "out": 1.5},
+                                                "tags": ["a", None, True], "big": 2**62}),
+        ]
+        s.append(sent)
+        back = s.history()
+        assert back == sent
+        assert back[0].created_at == when and back[3].tool_calls[0].arguments == \
+            '{"q": "x",  "n":1.50}'
+
+    def test_popped_message_comes_back_exactly(self, store: Any) -> None:
+        """pop returns the message as it was written."""
+        s = store.session("s")
+        m = Message.user("é\x00👍", metadata={"k": [1, 2]})
+        s.append([m])
+        assert s.pop() == m
+
+    def test_corrupt_record_raises_naming_session_and_depth(self, store: Any) -> None:
+        """A stored body that is not a valid envelope raises CorruptRecordError naming
+        the session and depth, never a shorter history. Failing: the pickle/format
+        drift bug, where a history silently came back empty."""
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append([Message.user("a"), Message.user("b"), Message.user("c")])
+        for bad in ['{"v": 99, "m": {}}', "not json", "[]",
+                    pickle.dumps([]).decode("latin-1")]:
+            self.corrupt(store, "victim", 2, bad)
+            with pytest.raises(CorruptRecordError) as err:
+                s.history()
+            assert err.value.session_id == "victim" and err.value.depth == 2
+            assert "victim" in str(err.value)
+        assert len(s.history(last=1)) == 1

@@ -1,0 +1,1 @@
+"""Per-backend helpers for our own tests: each makes an isolated, empty store URL."""

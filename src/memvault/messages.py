@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticSerializationError
 
 from memvault.errors import CorruptRecordError, DuplicateMessageError, InvalidMessageError
 
@@ -177,7 +186,9 @@ class Message(BaseModel):
         return cls(role="assistant", content=content, tool_calls=tuple(tool_calls), **fields)
 
     @classmethod
-    def tool(cls, content: str | list[dict[str, JsonValue]], *, tool_call_id: str, **fields: Any) -> Message:
+    def tool(
+        cls, content: str | list[dict[str, JsonValue]], *, tool_call_id: str, **fields: Any
+    ) -> Message:
         """A tool result answering ``tool_call_id``."""
         return cls(role="tool", content=content, tool_call_id=tool_call_id, **fields)
 
@@ -204,13 +215,13 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
         if not isinstance(message, Message):
             message = Message.model_validate(message)
         body = json.dumps(
-            {"v": FORMAT_VERSION, "m": message.model_dump(mode="json")},
+            {"v": FORMAT_VERSION, "m": message.model_dump(mode="json", warnings="error")},
             ensure_ascii=False,
             allow_nan=False,
             separators=(",", ":"),
         )
         size = len(body.encode("utf-8"))  # a lone surrogate fails here
-    except (ValidationError, ValueError, TypeError) as exc:
+    except (ValidationError, PydanticSerializationError, ValueError, TypeError) as exc:
         raise InvalidMessageError(f"invalid message: {exc}") from exc
     if size > max_bytes:
         raise InvalidMessageError(
@@ -226,7 +237,8 @@ def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int
     if not messages:
         raise InvalidMessageError("append needs at least one message")
     if len(messages) > max_batch:
-        raise InvalidMessageError(f"a batch holds at most {max_batch} messages, got {len(messages)}")
+        raise InvalidMessageError(
+            f"a batch holds at most {max_batch} messages, got {len(messages)}")
     records = [encode_message(m, max_bytes) for m in messages]
     if len({r.id for r in records}) != len(records):
         raise DuplicateMessageError("the batch repeats a message id")

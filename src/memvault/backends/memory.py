@@ -12,7 +12,6 @@ import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-
 from typing import Any
 
 from memvault.backends.engine import Engine, Node, Row
@@ -62,7 +61,7 @@ class _MemoryTxn:
         return self._data[row.name].nodes[node]
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
-        nodes, out = self._data[row.name].nodes, []
+        nodes, out = self._data[row.name].nodes, list[Node]()
         while len(out) < count:
             out.append(nodes[head])
             head = nodes[head].parent
@@ -117,6 +116,7 @@ class MemoryBackend(Engine):
 def open_backend(url: str, **options: Any) -> MemoryBackend:
     """Open ``memory://`` (it takes no path, host or option)."""
     if url.rstrip("/") not in ("memory:", "memory:/"):
-        raise ConfigurationError(f"the memory store takes no path or host: use 'memory://', not {url!r}")
+        raise ConfigurationError(
+            f"the memory store takes no path or host: use 'memory://', not {url!r}")
     backend: MemoryBackend = call_with_options(MemoryBackend, url, **options)
     return backend

@@ -54,7 +54,7 @@ class Blocking:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = attr(*args, **kwargs)
-            if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
                 result = self._loop.run(result)
             if isinstance(result, (AsyncSession, AsyncStore)):
                 return Blocking(result, self._loop)

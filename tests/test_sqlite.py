@@ -1,0 +1,88 @@
+"""What only the SQLite backend does: files, schema versions, locks, durability."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import memvault
+from memvault import BackendUnavailableError, ConfigurationError, Message
+from memvault.backends.sqlite import SCHEMA_VERSION
+
+
+def test_wal_and_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    memvault.open(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_newer_schema_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with memvault.open(f"sqlite:///{path}") as store:
+        store.session("s").append([Message.user("keep me")])
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(ConfigurationError, match="newer memvault"):
+        memvault.open(f"sqlite:///{path}")
+    with sqlite3.connect(path) as db:  # nothing was touched
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    with memvault.open(f"sqlite:///{path}") as store:
+        assert store.session("s").history()[0].content == "keep me"
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ConfigurationError, match="not a database"):
+        memvault.open(f"sqlite:///{path}")
+
+
+def test_relative_and_absolute_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    memvault.open("sqlite:///rel.db").close()
+    memvault.open(f"sqlite:///{tmp_path}/abs.db").close()
+    assert (tmp_path / "rel.db").exists() and (tmp_path / "abs.db").exists()
+
+
+def test_locked_database_is_unavailable_and_writes_nothing(tmp_path: Path) -> None:
+    """A writer that cannot get the lock within busy_timeout gets
+    BackendUnavailableError: nothing was applied."""
+    path = tmp_path / "x.db"
+    with memvault.open(f"sqlite:///{path}", busy_timeout=0.2) as store:
+        s = store.session("s")
+        s.append([Message.user("before")])
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(BackendUnavailableError) as err:
+                s.append([Message.user("blocked")])
+            assert isinstance(err.value.__cause__, sqlite3.OperationalError)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert [m.content for m in s.history()] == ["before"]
+        s.append([Message.user("after")])
+        assert len(s.history()) == 2
+
+
+@pytest.mark.parametrize("durability,expected", [("full", 2), ("normal", 1)])
+def test_durability_sets_synchronous(tmp_path: Path, durability: str, expected: int) -> None:
+    from memvault.backends.sqlite import SqliteBackend
+
+    backend = SqliteBackend(str(tmp_path / "x.db"), durability=durability)
+    try:
+        with backend.transaction(False) as txn:
+            assert txn._db.execute("PRAGMA synchronous").fetchone()[0] == expected
+    finally:
+        backend.close()
+
+
+def test_closed_store_refuses_work(tmp_path: Path) -> None:
+    store = memvault.open(f"sqlite:///{tmp_path}/x.db")
+    store.close()
+    with pytest.raises(BackendUnavailableError):
+        store.session("s").history()

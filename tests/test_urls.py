@@ -1,0 +1,73 @@
+"""Opening stores: URLs, options, extras, redaction."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memvault
+from memvault import ConfigurationError
+from memvault.urls import redact
+
+
+@pytest.mark.parametrize("url", ["", "nosuch://x", "sqlite://", "sqlite:///", "memory://x",
+                                 "just-a-path.db"])
+def test_bad_urls(url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        memvault.open(url)
+
+
+def test_default_url_is_env_then_local_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEMVAULT_URL", raising=False)
+    with memvault.open() as store:
+        assert store.options.url == "sqlite:///memvault.db"
+    assert (tmp_path / "memvault.db").exists()
+    monkeypatch.setenv("MEMVAULT_URL", "memory://")
+    with memvault.open() as store:
+        assert store.options.url == "memory://"
+
+
+@pytest.mark.parametrize("options", [{"ttl": 0}, {"ttl": -1}, {"ttl": "5"}, {"writer": ""},
+                                     {"limits": 3}, {"durability": "sometimes"},
+                                     {"no_such_option": 1}, {"busy_timeout": -1}])
+def test_bad_options(tmp_path: Path, options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        memvault.open(f"sqlite:///{tmp_path}/x.db", **options)
+
+
+def test_unknown_option_on_memory() -> None:
+    with pytest.raises(ConfigurationError, match="unsupported option"):
+        memvault.open("memory://", durability="full")
+
+
+def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend whose driver is not installed says which extra to install."""
+    real_import = builtins.__import__
+
+    def no_redis(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "redis" or name.startswith("redis."):
+            raise ImportError(f"No module named {name!r}", name=name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_redis)
+    prefixes = ("redis.", "memvault.backends.redis")
+    for mod in [m for m in sys.modules if m == "redis" or m.startswith(prefixes)]:
+        monkeypatch.delitem(sys.modules, mod)
+    with pytest.raises(ConfigurationError, match=r"memvault\[redis\]"):
+        memvault.open("redis://localhost:6379/0")
+
+
+def test_redact_hides_passwords() -> None:
+    assert redact("redis://u:pw@h:1/0") == "redis://u:***@h:1/0"
+    assert redact("postgresql://u:p%40ss@h/db?sslmode=require") == \
+        "postgresql://u:***@h/db?sslmode=require"
+    assert redact("sqlite:///x.db") == "sqlite:///x.db"
+    store = memvault.open("memory://")
+    assert repr(store) == "Store('memory://')"

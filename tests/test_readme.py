@@ -1,0 +1,40 @@
+"""The README's code runs as written."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_has_the_tour() -> None:
+    assert len(python_blocks()) == 2
+
+
+def test_sync_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    exec(compile(python_blocks()[0], "README.md", "exec"), {})
+    import memvault
+
+    with memvault.open("sqlite:///agent.db") as store:
+        assert store.sessions() == ["user-42", "user-42-retry"]
+        # trim(keep_last=50) kept everything: no change, no event
+        assert [e.op for e in store.session("user-42").log()][-3:] == ["rollback", "pop", "clear"]
+
+
+def test_async_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    body = "import memvault\nfrom memvault import Message\nasync def main():\n"
+    body += textwrap.indent(python_blocks()[1], "    ")
+    scope: dict[str, object] = {}
+    exec(compile(body, "README.md", "exec"), scope)
+    asyncio.run(scope["main"]())  # type: ignore[operator]

@@ -109,7 +109,8 @@ def settings(url: str, schema: str | None = None, min_size: int = 1, max_size: i
         raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if not isinstance(migrate, bool):
         raise ConfigurationError(f"migrate must be True or False, not {migrate!r}")
-    name = check_schema(url_schema or schema or DEFAULT_SCHEMA)
+    chosen = url_schema if url_schema is not None else schema
+    name = check_schema(DEFAULT_SCHEMA if chosen is None else chosen)
     return Settings(conninfo, name, min_size, max_size, float(timeout), migrate, where)
 
 
@@ -137,10 +138,8 @@ class MigrationResult(NamedTuple):
 
 
 def _connect_failure(exc: psycopg.Error, s: Settings) -> MemvaultError:
-    reason = reason_of(exc)
-    if (exc.sqlstate or "").startswith(("28", "3D")):  # authentication, unknown database
-        return ConfigurationError(f"PostgreSQL at {s.where} refused memvault: {reason}")
-    return BackendUnavailableError(f"cannot connect to PostgreSQL at {s.where}: {reason}")
+    # libpq gives no SQLSTATE for a refused login: every connect failure is "unavailable".
+    return BackendUnavailableError(f"cannot connect to PostgreSQL at {s.where}: {reason_of(exc)}")
 
 
 def _migration_failure(exc: psycopg.Error, s: Settings, conn: psycopg.BaseConnection[Any]) -> \

@@ -24,6 +24,12 @@ Opening the sync face connects, checks and migrates at once; the async face does
 so on its first operation (opening it never blocks the event loop). A schema
 newer than this code raises :class:`~memvault.errors.ConfigurationError`.
 
+Storage: message bodies are ``text`` holding the codec's JSON envelope byte for
+byte. Not ``jsonb``: JSON escapes NUL as ``\\u0000``, which ``jsonb`` rejects
+(and ``jsonb`` reorders keys). Session ids, snapshot names, message ids and
+writer labels are ``bytea`` (their UTF-8 bytes), since ``text`` cannot hold the
+NUL they may contain. Times are the client's epoch seconds (``Write.now``).
+
 Errors: a server that cannot be reached raises
 :class:`~memvault.errors.BackendUnavailableError`; so does any server error that
 rolled the statement back (lock or statement timeout, deadlock), since nothing

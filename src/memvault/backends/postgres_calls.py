@@ -188,27 +188,27 @@ class Calls:
         params = (_utf8(session_id), keep_last, op, *self._write(w))
         return self._call("trim", params, _scalar, write=True)
 
-    def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
-        def refuse(state: str, detail: str) -> MemvaultError | None:
-            exists = state == SNAPSHOT_EXISTS
-            return engine.snapshot_exists(session_id, name) if exists else None
+    def _named(self, op: str, session_id: str, name: str, w: Write, state: str,
+               error: Callable[[str, str], MemvaultError]) -> Call[Snapshot]:
+        """snapshot and rollback: a write naming a snapshot, returning one, refusing once."""
+        def refuse(got: str, detail: str) -> MemvaultError | None:
+            return error(session_id, name) if got == state else None
 
         params = (_utf8(session_id), _utf8(name), *self._write(w))
-        return self._call("snapshot", params, lambda rows: _snapshot(rows[0]), write=True,
+        return self._call(op, params, lambda rows: _snapshot(rows[0]), write=True,
                           refuse=refuse)
+
+    def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
+        return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS,
+                           engine.snapshot_exists)
 
     def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
         return self._call("snapshots", (_utf8(session_id), now),
                           lambda rows: [_snapshot(r) for r in rows], write=False)
 
     def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
-        def refuse(state: str, detail: str) -> MemvaultError | None:
-            missing = state == SNAPSHOT_MISSING
-            return engine.snapshot_missing(session_id, name) if missing else None
-
-        params = (_utf8(session_id), _utf8(name), *self._write(w))
-        return self._call("rollback", params, lambda rows: _snapshot(rows[0]), write=True,
-                          refuse=refuse)
+        return self._named("rollback", session_id, name, w, SNAPSHOT_MISSING,
+                           engine.snapshot_missing)
 
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Call[None]:
         def refuse(state: str, detail: str) -> MemvaultError | None:

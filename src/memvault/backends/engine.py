@@ -25,6 +25,32 @@ from memvault.messages import Record
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
 
 
+def version_conflict(session_id: str, current: int, expected: int) -> ConflictError:
+    """``expect_version`` did not match."""
+    return ConflictError(f"session {session_id!r} is at version {current}, expected {expected}")
+
+
+def session_exists(session_id: str) -> ConflictError:
+    """A fork onto a live session."""
+    return ConflictError(f"session {session_id!r} already exists")
+
+
+def duplicate_ids(session_id: str, stored: int, total: int, example: str) -> DuplicateMessageError:
+    """A batch mixing stored and new ids; ``example`` is the smallest stored id."""
+    return DuplicateMessageError(
+        f"session {session_id!r}: {stored} of {total} message ids are already stored "
+        f"(e.g. {example!r}); nothing was written"
+    )
+
+
+def snapshot_exists(session_id: str, name: str) -> SnapshotExistsError:
+    return SnapshotExistsError(f"session {session_id!r} already has snapshot {name!r}")
+
+
+def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
+    return SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")
+
+
 @dataclass
 class Row:
     """A session's state as stored. ``head`` 0 means no message; ``key`` is the
@@ -140,15 +166,10 @@ class Engine:
             if stored:
                 if len(stored) == len(records):
                     return row.version if row else 0
-                raise DuplicateMessageError(
-                    f"session {session_id!r}: {len(stored)} of {len(records)} message ids are "
-                    f"already stored (e.g. {sorted(stored)[0]!r}); nothing was written"
-                )
+                raise duplicate_ids(session_id, len(stored), len(records), sorted(stored)[0])
             current = row.version if row else 0
             if expect_version is not None and expect_version != current:
-                raise ConflictError(
-                    f"session {session_id!r} is at version {current}, expected {expect_version}"
-                )
+                raise version_conflict(session_id, current, expect_version)
             row = self._start(txn, session_id, row, w)
             before = (row.head, row.base)
             self._add_nodes(txn, row, [(r.id, r.body) for r in records])
@@ -202,7 +223,7 @@ class Engine:
         with self.transaction(True) as txn:
             row = self._live(txn, session_id, w.now)
             if row is not None and txn.get_snapshot(row, name) is not None:
-                raise SnapshotExistsError(f"session {session_id!r} already has snapshot {name!r}")
+                raise snapshot_exists(session_id, name)
             row = self._start(txn, session_id, row, w)
             snap = self._save_snapshot(txn, row, name, w, auto=False)
             self._commit(txn, row, "snapshot", w, (row.head, row.base), {"name": name}, bump=False)
@@ -225,7 +246,7 @@ class Engine:
             row = self._live(txn, session_id, w.now)
             target = txn.get_snapshot(row, name) if row else None
             if row is None or target is None:
-                raise SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")
+                raise snapshot_missing(session_id, name)
             saved = self._save_snapshot(
                 txn, row, f"{AUTO_PREFIX}pre-rollback@v{row.version}", w, auto=True
             )
@@ -238,12 +259,12 @@ class Engine:
         with self.transaction(True) as txn:
             source = self._live(txn, session_id, w.now)
             if self._live(txn, new_id, w.now) is not None:
-                raise ConflictError(f"session {new_id!r} already exists")
+                raise session_exists(new_id)
             head, count = (source.head, source.length) if source else (0, 0)
             if at is not None:
                 snap = txn.get_snapshot(source, at) if source else None
                 if snap is None:
-                    raise SnapshotNotFoundError(f"session {session_id!r} has no snapshot {at!r}")
+                    raise snapshot_missing(session_id, at)
                 head, count = snap.head, snap.length
             nodes = txn.chain(source, head, count) if source and count else []
             row = self._start(txn, new_id, None, w)

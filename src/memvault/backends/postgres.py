@@ -1,0 +1,391 @@
+"""The PostgreSQL backend (``postgresql://``, ``postgres://``): psycopg 3 with a pool.
+
+Every operation is one round trip: a call to a server-side function that runs
+the whole operation in one transaction, serialized per session by a lock on the
+session's row (see ``postgres_sql/``). The sync face uses
+:class:`psycopg_pool.ConnectionPool`, the async face
+:class:`psycopg_pool.AsyncConnectionPool`; they share every statement, argument
+encoding and result parser (:mod:`~memvault.backends.postgres_calls`) and
+differ only in how they execute.
+
+URL and options::
+
+    postgresql://user:password@host:5432/dbname?sslmode=require&schema=agents
+
+Every libpq parameter in the URL is honoured (``sslmode``, ``options``,
+``connect_timeout``, ``application_name``, ...). ``schema`` (default
+``memvault``) is memvault's own: it may be given in the URL or as an option and
+is removed before the URL reaches libpq. Options: ``schema``, ``min_size`` /
+``max_size`` (pool connections, default 1 and 10), ``timeout`` (seconds to wait
+for a pooled connection, default 30) and ``migrate`` (default True: opening
+applies missing migrations; False: opening only checks the schema version).
+
+Opening the sync face connects, checks and migrates at once; the async face does
+so on its first operation (opening it never blocks the event loop). A schema
+newer than this code raises :class:`~memvault.errors.ConfigurationError`.
+
+Storage: message bodies are ``text`` holding the codec's JSON envelope byte for
+byte. Not ``jsonb``: JSON escapes NUL as ``\\u0000``, which ``jsonb`` rejects
+(and ``jsonb`` reorders keys). Session ids, snapshot names, message ids and
+writer labels are ``bytea`` (their UTF-8 bytes), since ``text`` cannot hold the
+NUL they may contain. Times are the client's epoch seconds (``Write.now``).
+
+Errors: a server that cannot be reached raises
+:class:`~memvault.errors.BackendUnavailableError`; so does any server error that
+rolled the statement back (lock or statement timeout, deadlock), since nothing
+was applied. A connection lost after a write was sent raises
+:class:`~memvault.errors.OutcomeUnknownError`: it may or may not have been
+applied, and retrying an append with the same messages is safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+from urllib.parse import unquote
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+
+from memvault.backends.base import Stored, Write
+from memvault.backends.postgres_calls import Call, Calls, failure, reason_of
+from memvault.backends.postgres_migrations import (
+    DEFAULT_SCHEMA,
+    check_schema,
+    latest,
+    refusal,
+    script,
+)
+from memvault.errors import BackendUnavailableError, ConfigurationError, MemvaultError
+from memvault.messages import Record
+from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+from memvault.urls import call_with_options, redact
+
+__all__ = [
+    "AsyncPostgresBackend",
+    "MigrationResult",
+    "PostgresBackend",
+    "Settings",
+    "migrate",
+    "open_async_backend",
+    "open_backend",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A PostgreSQL store's configuration, checked before any connection is made.
+
+    Attributes:
+        conninfo: the URL handed to libpq (memvault's ``schema`` parameter removed).
+        schema: the schema holding memvault's tables and functions.
+        min_size / max_size: pool size bounds.
+        timeout: seconds to wait for a pooled connection.
+        migrate: apply missing migrations when opening (else only check).
+        where: the URL with its password redacted, for messages.
+    """
+
+    conninfo: str
+    schema: str
+    min_size: int
+    max_size: int
+    timeout: float
+    migrate: bool
+    where: str
+
+
+def settings(url: str, schema: str | None = None, min_size: int = 1, max_size: int = 10,
+             timeout: float = 30.0, migrate: bool = True) -> Settings:
+    """Parse a ``postgresql://`` URL and the backend's options into :class:`Settings`."""
+    where = redact(url)
+    conninfo, url_schema = _split_schema(url)
+    if url_schema is not None and schema is not None and url_schema != schema:
+        raise ConfigurationError(
+            f"{where}: the URL names schema {url_schema!r} and the option {schema!r}")
+    for name, value, low in (("min_size", min_size, 0), ("max_size", max_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigurationError(f"{name} must be an integer >= {low}, not {value!r}")
+    if max_size < min_size:
+        raise ConfigurationError(f"max_size ({max_size}) is below min_size ({min_size})")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if not isinstance(migrate, bool):
+        raise ConfigurationError(f"migrate must be True or False, not {migrate!r}")
+    chosen = url_schema if url_schema is not None else schema
+    name = check_schema(DEFAULT_SCHEMA if chosen is None else chosen)
+    return Settings(conninfo, name, min_size, max_size, float(timeout), migrate, where)
+
+
+def _split_schema(url: str) -> tuple[str, str | None]:
+    """Remove memvault's ``schema`` query parameter (libpq refuses unknown ones)."""
+    base, sep, query = url.partition("?")
+    if not sep:
+        return url, None
+    kept, schema = [], None
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if unquote(key) == "schema":
+            schema = unquote(value)
+        elif part:
+            kept.append(part)
+    return base + ("?" + "&".join(kept) if kept else ""), schema
+
+
+class MigrationResult(NamedTuple):
+    """What :func:`migrate` found and left: schema versions before and after."""
+
+    schema: str
+    before: int
+    after: int
+
+
+def _connect_failure(exc: psycopg.Error, s: Settings) -> MemvaultError:
+    # libpq gives no SQLSTATE for a refused login: every connect failure is "unavailable".
+    return BackendUnavailableError(f"cannot connect to PostgreSQL at {s.where}: {reason_of(exc)}")
+
+
+def _migration_failure(exc: psycopg.Error, s: Settings, conn: psycopg.BaseConnection[Any]) -> \
+        MemvaultError:
+    refused = refusal(exc.sqlstate or "", exc.diag.message_detail or "", s.schema, s.where)
+    if refused is not None:
+        return refused
+    if conn.broken:
+        return BackendUnavailableError(
+            f"PostgreSQL at {s.where}: the connection was lost while migrating schema "
+            f"{s.schema!r} (a migration is one transaction: open again to retry): "
+            f"{reason_of(exc)}")
+    return ConfigurationError(
+        f"PostgreSQL at {s.where}: cannot migrate schema {s.schema!r}: {reason_of(exc)}")
+
+
+def _version_before(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
+    """Move to the script's last result (the SELECT after the DO block)."""
+    while cur.description is None and cur.nextset():
+        pass
+
+
+def _migrate(s: Settings, apply: bool) -> MigrationResult:
+    try:
+        conn = psycopg.connect(s.conninfo, autocommit=True)
+    except psycopg.Error as exc:
+        raise _connect_failure(exc, s) from exc
+    with conn:
+        try:
+            cur = conn.execute(script(s.schema, apply=apply))
+            _version_before(cur)
+            row = cur.fetchone()
+        except psycopg.Error as exc:
+            raise _migration_failure(exc, s, conn) from exc
+    assert row is not None
+    return MigrationResult(s.schema, row[0], latest())
+
+
+async def _migrate_async(s: Settings, apply: bool) -> MigrationResult:
+    try:
+        conn = await psycopg.AsyncConnection.connect(s.conninfo, autocommit=True)
+    except psycopg.Error as exc:
+        raise _connect_failure(exc, s) from exc
+    async with conn:
+        try:
+            cur = await conn.execute(script(s.schema, apply=apply))
+            _version_before(cur)
+            row = await cur.fetchone()
+        except psycopg.Error as exc:
+            raise _migration_failure(exc, s, conn) from exc
+    assert row is not None
+    return MigrationResult(s.schema, row[0], latest())
+
+
+def migrate(url: str, schema: str | None = None) -> MigrationResult:
+    """Create or upgrade memvault's schema in the database ``url`` names.
+
+    Safe to run from several processes at once (an advisory lock serializes them)
+    and to repeat (only missing migrations run).
+
+    Raises:
+        ConfigurationError: bad URL or schema name, a schema newer than this code,
+            or the server refused a migration (e.g. no CREATE privilege).
+        BackendUnavailableError: the server cannot be reached.
+    """
+    s: Settings = call_with_options(settings, url, url, schema=schema)
+    return _migrate(s, apply=True)
+
+
+def _pool_failure(exc: psycopg.Error, s: Settings) -> MemvaultError:
+    if isinstance(exc, PoolClosed):
+        return BackendUnavailableError("the store is closed")
+    return BackendUnavailableError(
+        f"no connection to PostgreSQL at {s.where} within {s.timeout:g}s: {reason_of(exc)}")
+
+
+def _pool_args(s: Settings) -> dict[str, Any]:
+    return {"min_size": s.min_size, "max_size": s.max_size, "timeout": s.timeout,
+            "kwargs": {"autocommit": True}, "name": f"memvault:{s.schema}"}
+
+
+class PostgresBackend:
+    """The synchronous face: a :class:`psycopg_pool.ConnectionPool`, safe across threads."""
+
+    def __init__(self, s: Settings) -> None:
+        self.settings = s
+        self._calls = Calls(s.schema)
+        _migrate(s, apply=s.migrate)
+        self._pool = ConnectionPool(s.conninfo, open=True, **_pool_args(s))
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self.settings.where!r}, schema={self.settings.schema!r})"
+
+    def _run(self, call: Call[T]) -> T:
+        try:
+            with self._pool.connection() as conn:
+                try:
+                    rows = conn.execute(call.sql, call.params).fetchall()
+                except psycopg.Error as exc:
+                    raise failure(exc, call, conn.broken) from exc
+        except (PoolTimeout, PoolClosed) as exc:
+            raise _pool_failure(exc, self.settings) from exc
+        return call.parse(rows)
+
+    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
+               w: Write) -> int:
+        return self._run(self._calls.append(session_id, records, expect_version, w))
+
+    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+        return self._run(self._calls.history(session_id, last, now))
+
+    def info(self, session_id: str, now: float) -> SessionInfo | None:
+        return self._run(self._calls.info(session_id, now))
+
+    def pop(self, session_id: str, w: Write) -> Stored | None:
+        return self._run(self._calls.pop(session_id, w))
+
+    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
+        return self._run(self._calls.trim(session_id, keep_last, op, w))
+
+    def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return self._run(self._calls.snapshot(session_id, name, w))
+
+    def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
+        return self._run(self._calls.snapshots(session_id, now))
+
+    def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return self._run(self._calls.rollback(session_id, name, w))
+
+    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
+        return self._run(self._calls.fork(session_id, new_id, at, w))
+
+    def log(self, session_id: str, now: float) -> list[Event]:
+        return self._run(self._calls.log(session_id, now))
+
+    def delete(self, session_id: str) -> bool:
+        return self._run(self._calls.delete(session_id))
+
+    def sessions(self, now: float) -> list[str]:
+        return self._run(self._calls.sessions(now))
+
+    def compact(self, keep_events: int | None, now: float) -> CompactStats:
+        return self._run(self._calls.compact(keep_events, now))
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class AsyncPostgresBackend:
+    """The asyncio face: an :class:`psycopg_pool.AsyncConnectionPool`, opened (and the
+    schema checked or migrated) on the first operation."""
+
+    def __init__(self, s: Settings) -> None:
+        self.settings = s
+        self._calls = Calls(s.schema)
+        self._pool = AsyncConnectionPool(s.conninfo, open=False, **_pool_args(s))
+        self._opening = asyncio.Lock()
+        self._open = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AsyncPostgresBackend({self.settings.where!r}, schema={self.settings.schema!r})"
+
+    async def _start(self) -> None:
+        async with self._opening:
+            if self._closed:
+                raise BackendUnavailableError("the store is closed")
+            if not self._open:
+                await _migrate_async(self.settings, apply=self.settings.migrate)
+                await self._pool.open()
+                self._open = True
+
+    async def _run(self, call: Call[T]) -> T:
+        if not self._open:
+            await self._start()
+        try:
+            async with self._pool.connection() as conn:
+                try:
+                    cur = await conn.execute(call.sql, call.params)
+                    rows = await cur.fetchall()
+                except psycopg.Error as exc:
+                    raise failure(exc, call, conn.broken) from exc
+        except (PoolTimeout, PoolClosed) as exc:
+            raise _pool_failure(exc, self.settings) from exc
+        return call.parse(rows)
+
+    async def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
+                     w: Write) -> int:
+        return await self._run(self._calls.append(session_id, records, expect_version, w))
+
+    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+        return await self._run(self._calls.history(session_id, last, now))
+
+    async def info(self, session_id: str, now: float) -> SessionInfo | None:
+        return await self._run(self._calls.info(session_id, now))
+
+    async def pop(self, session_id: str, w: Write) -> Stored | None:
+        return await self._run(self._calls.pop(session_id, w))
+
+    async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
+        return await self._run(self._calls.trim(session_id, keep_last, op, w))
+
+    async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return await self._run(self._calls.snapshot(session_id, name, w))
+
+    async def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
+        return await self._run(self._calls.snapshots(session_id, now))
+
+    async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return await self._run(self._calls.rollback(session_id, name, w))
+
+    async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
+        return await self._run(self._calls.fork(session_id, new_id, at, w))
+
+    async def log(self, session_id: str, now: float) -> list[Event]:
+        return await self._run(self._calls.log(session_id, now))
+
+    async def delete(self, session_id: str) -> bool:
+        return await self._run(self._calls.delete(session_id))
+
+    async def sessions(self, now: float) -> list[str]:
+        return await self._run(self._calls.sessions(now))
+
+    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
+        return await self._run(self._calls.compact(keep_events, now))
+
+    async def close(self) -> None:
+        async with self._opening:
+            self._closed = True
+            if self._open:
+                await self._pool.close()
+
+
+def open_backend(url: str, **options: Any) -> PostgresBackend:
+    """Open a ``postgresql://`` store: connect, check or migrate the schema, start the pool."""
+    s: Settings = call_with_options(settings, url, url, **options)
+    return PostgresBackend(s)
+
+
+def open_async_backend(url: str, **options: Any) -> AsyncPostgresBackend:
+    """Open a ``postgresql://`` store for asyncio; connects on the first operation."""
+    s: Settings = call_with_options(settings, url, url, **options)
+    return AsyncPostgresBackend(s)

@@ -1,0 +1,267 @@
+"""The PostgreSQL backend's operations, without I/O: shared by the sync and async faces.
+
+Each operation is one :class:`Call`: the statement (``SELECT * FROM
+<schema>.<function>(...)``, one round trip), its arguments, how its rows become
+the protocol's result, and how its domain errors (custom SQLSTATEs raised by the
+server-side functions) become memvault's, with the engine's exact messages.
+:func:`failure` classifies every other driver error.
+
+Strings that may hold NUL (session ids, snapshot names, message ids, writer
+labels) travel and are stored as their UTF-8 bytes (``bytea``), so any string
+is kept exactly and never compared as anything but itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import psycopg
+
+from memvault.backends import engine
+from memvault.backends.base import Stored, Write
+from memvault.backends.postgres_migrations import quote
+from memvault.errors import (
+    BackendError,
+    BackendUnavailableError,
+    MemvaultError,
+    OutcomeUnknownError,
+)
+from memvault.messages import Record
+from memvault.model import CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+
+T = TypeVar("T")
+Rows = list[tuple[Any, ...]]
+Refuse = Callable[[str, str], MemvaultError | None]
+
+# Each function's argument types, in order (the casts pin the overload and NULL types).
+_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "append": ("bytea", "bytea[]", "text[]", "bigint", "bytea", "float8", "float8"),
+    "history": ("bytea", "bigint", "float8"),
+    "info": ("bytea", "float8"),
+    "pop": ("bytea", "bytea", "float8", "float8"),
+    "trim": ("bytea", "bigint", "text", "bytea", "float8", "float8"),
+    "snapshot": ("bytea", "bytea", "bytea", "float8", "float8"),
+    "snapshots": ("bytea", "float8"),
+    "rollback": ("bytea", "bytea", "bytea", "float8", "float8"),
+    "fork": ("bytea", "bytea", "bytea", "bytea", "float8", "float8"),
+    "log": ("bytea", "float8"),
+    "delete": ("bytea",),
+    "sessions": ("float8",),
+    "compact": ("bigint", "float8"),
+}
+
+# The SQLSTATEs of the server-side functions' domain errors.
+VERSION_CONFLICT = "MV001"
+DUPLICATE_IDS = "MV002"
+SNAPSHOT_EXISTS = "MV003"
+SNAPSHOT_MISSING = "MV004"
+SESSION_EXISTS = "MV005"
+
+# Server errors that roll the transaction back and may pass if retried: deadlock and
+# serialization failures, lack of resources, lock and statement timeouts, shutdowns.
+_TRANSIENT = ("08", "40", "53", "55P03", "57")
+
+
+def _no_refusals(state: str, detail: str) -> MemvaultError | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One operation, ready to send.
+
+    Attributes:
+        op: the operation's name (for error messages).
+        sql: the statement.
+        params: its arguments.
+        parse: the rows it returns -> the operation's result.
+        write: whether it may change the store (decides what a lost connection means).
+        refuse: SQLSTATE and detail of a domain error -> the memvault error to raise.
+    """
+
+    op: str
+    sql: str
+    params: tuple[Any, ...]
+    parse: Callable[[Rows], T]
+    write: bool
+    refuse: Refuse = field(default=_no_refusals)
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8")
+
+
+def _optional_utf8(text: str | None) -> bytes | None:
+    return None if text is None else _utf8(text)
+
+
+def _snapshot(r: tuple[Any, ...]) -> Snapshot:
+    return Snapshot(bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6])
+
+
+def _event(r: tuple[Any, ...]) -> Event:
+    return Event(r[0], r[1], bytes(r[2]).decode("utf-8"), utc(r[3]), r[4], r[5], r[6], r[7],
+                 json.loads(r[8]))
+
+
+def _scalar(rows: Rows) -> Any:
+    return rows[0][0]
+
+
+def _stored(rows: Rows) -> list[Stored]:
+    return [(r[0], r[1]) for r in rows]
+
+
+def _ignore(rows: Rows) -> None:
+    return None
+
+
+def _compact_stats(rows: Rows) -> CompactStats:
+    nodes, events, sessions = rows[0]
+    return CompactStats(nodes=nodes, events=events, sessions=sessions)
+
+
+def _names(rows: Rows) -> list[str]:
+    return sorted(bytes(r[0]).decode("utf-8") for r in rows)
+
+
+class Calls:
+    """Builds the :class:`Call` of each operation for one schema.
+
+    Args:
+        schema: a name that passed :func:`~memvault.backends.postgres_migrations.check_schema`.
+    """
+
+    def __init__(self, schema: str) -> None:
+        q = quote(schema)
+        self._sql = {
+            name: f"SELECT * FROM {q}.{name}({', '.join(f'%s::{t}' for t in types)})"
+            for name, types in _SIGNATURES.items()
+        }
+
+    def _call(self, op: str, params: tuple[Any, ...], parse: Callable[[Rows], T], *,
+              write: bool, refuse: Refuse = _no_refusals) -> Call[T]:
+        return Call(op, self._sql[op], params, parse, write, refuse)
+
+    @staticmethod
+    def _write(w: Write) -> tuple[bytes, float, float | None]:
+        return _utf8(w.writer), w.now, w.expires_at
+
+    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
+               w: Write) -> Call[int]:
+        def refuse(state: str, detail: str) -> MemvaultError | None:
+            if state == DUPLICATE_IDS:
+                count, example = detail.split(" ")
+                return engine.duplicate_ids(session_id, int(count), len(records),
+                                            bytes.fromhex(example).decode("utf-8"))
+            if state == VERSION_CONFLICT and expect_version is not None:
+                return engine.version_conflict(session_id, int(detail), expect_version)
+            return None
+
+        params = (_utf8(session_id), [_utf8(r.id) for r in records], [r.body for r in records],
+                  expect_version, *self._write(w))
+        return self._call("append", params, _scalar, write=True, refuse=refuse)
+
+    def history(self, session_id: str, last: int | None, now: float) -> Call[list[Stored]]:
+        return self._call("history", (_utf8(session_id), last, now), _stored, write=False)
+
+    def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
+        def parse(rows: Rows) -> SessionInfo | None:
+            if not rows:
+                return None
+            version, length, created, updated, expires = rows[0]
+            return SessionInfo(session_id, version, length, utc(created), utc(updated),
+                               to_datetime(expires))
+
+        return self._call("info", (_utf8(session_id), now), parse, write=False)
+
+    def pop(self, session_id: str, w: Write) -> Call[Stored | None]:
+        def parse(rows: Rows) -> Stored | None:
+            return (rows[0][0], rows[0][1]) if rows else None
+
+        return self._call("pop", (_utf8(session_id), *self._write(w)), parse, write=True)
+
+    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Call[int]:
+        params = (_utf8(session_id), keep_last, op, *self._write(w))
+        return self._call("trim", params, _scalar, write=True)
+
+    def _named(self, op: str, session_id: str, name: str, w: Write, state: str,
+               error: Callable[[str, str], MemvaultError]) -> Call[Snapshot]:
+        """snapshot and rollback: a write naming a snapshot, returning one, refusing once."""
+        def refuse(got: str, detail: str) -> MemvaultError | None:
+            return error(session_id, name) if got == state else None
+
+        params = (_utf8(session_id), _utf8(name), *self._write(w))
+        return self._call(op, params, lambda rows: _snapshot(rows[0]), write=True,
+                          refuse=refuse)
+
+    def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
+        return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS,
+                           engine.snapshot_exists)
+
+    def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
+        return self._call("snapshots", (_utf8(session_id), now),
+                          lambda rows: [_snapshot(r) for r in rows], write=False)
+
+    def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
+        return self._named("rollback", session_id, name, w, SNAPSHOT_MISSING,
+                           engine.snapshot_missing)
+
+    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Call[None]:
+        def refuse(state: str, detail: str) -> MemvaultError | None:
+            if state == SESSION_EXISTS:
+                return engine.session_exists(new_id)
+            if state == SNAPSHOT_MISSING and at is not None:
+                return engine.snapshot_missing(session_id, at)
+            return None
+
+        params = (_utf8(session_id), _utf8(new_id), _optional_utf8(at), *self._write(w))
+        return self._call("fork", params, _ignore, write=True, refuse=refuse)
+
+    def log(self, session_id: str, now: float) -> Call[list[Event]]:
+        return self._call("log", (_utf8(session_id), now),
+                          lambda rows: [_event(r) for r in rows], write=False)
+
+    def delete(self, session_id: str) -> Call[bool]:
+        return self._call("delete", (_utf8(session_id),), _scalar, write=True)
+
+    def sessions(self, now: float) -> Call[list[str]]:
+        return self._call("sessions", (now,), _names, write=False)
+
+    def compact(self, keep_events: int | None, now: float) -> Call[CompactStats]:
+        return self._call("compact", (keep_events, now), _compact_stats, write=True)
+
+
+def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> MemvaultError:
+    """The memvault error for a driver error raised while ``call`` ran.
+
+    Every statement runs alone in autocommit mode, so an error the server reports
+    on a live connection means its transaction rolled back: nothing was applied.
+    A connection lost after the statement was sent leaves the outcome of a write
+    unknown (a read has no outcome to lose).
+    """
+    state = exc.sqlstate or ""
+    reason = reason_of(exc)
+    refused = call.refuse(state, exc.diag.message_detail or "") if state else None
+    if refused is not None:
+        return refused
+    if connection_lost:
+        if call.write:
+            return OutcomeUnknownError(
+                f"PostgreSQL: the connection was lost during {call.op}, which may or may not "
+                f"have been applied (retrying an append with the same messages is safe): {reason}")
+        return BackendUnavailableError(f"PostgreSQL: the connection was lost during {call.op}: "
+                                       f"{reason}")
+    if state.startswith(_TRANSIENT):
+        return BackendUnavailableError(
+            f"PostgreSQL: {call.op} failed and was rolled back, nothing was applied: {reason}")
+    return BackendError(f"PostgreSQL: {call.op} failed (nothing was applied): {reason}")
+
+
+def reason_of(exc: psycopg.Error) -> str:
+    """The driver error's main message, on one line."""
+    text = exc.diag.message_primary or str(exc) or type(exc).__name__
+    return " ".join(text.split())

@@ -1,0 +1,83 @@
+"""The PostgreSQL server our tests run against, and a fresh schema per test.
+
+The server is ``$MEMVAULT_TEST_POSTGRES`` (default: database ``test`` on
+127.0.0.1:5432 as user ``postgres``). It must be running: a test that needs it
+FAILS, naming the URL, when it cannot be reached; it is never skipped.
+
+Each test gets its own schema, named ``mvtest_<random>`` and dropped afterwards.
+The schema travels in the store URL (``?schema=...``), so the URL alone names the
+store: the registry, the contract's Opener and worker processes need nothing else.
+Other test runs share the server, so only schemas made here are ever dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+SERVER = os.environ.get("MEMVAULT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@functools.cache
+def _unreachable() -> str | None:
+    try:
+        psycopg.connect(SERVER, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        return str(exc).strip()
+    return None
+
+
+def admin() -> psycopg.Connection[tuple[object, ...]]:
+    """A direct autocommit connection to the test server (fails the test if it is down)."""
+    problem = _unreachable()
+    if problem is not None:
+        pytest.fail(
+            f"PostgreSQL is required and not reachable at {SERVER} ({problem}). Start it, or "
+            "point $MEMVAULT_TEST_POSTGRES at a server with a database you may create "
+            "schemas in.", pytrace=False)
+    return psycopg.connect(SERVER, autocommit=True)
+
+
+def new_schema(request: pytest.FixtureRequest) -> str:
+    """A schema name no one else uses, dropped when the test ends."""
+    schema = f"mvtest_{uuid.uuid4().hex[:16]}"
+    admin().close()  # fail now, clearly, if the server is down
+    request.addfinalizer(lambda: drop_schema(schema))
+    return schema
+
+
+def drop_schema(schema: str) -> None:
+    assert schema.startswith("mvtest_"), schema  # never drop what we did not create
+    with admin() as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def url_for(schema: str, **params: str) -> str:
+    """The store URL of ``schema`` on the test server, with extra libpq parameters."""
+    query = "&".join(f"{k}={v}" for k, v in {**params, "schema": schema}.items())
+    return f"{SERVER}{'&' if '?' in SERVER else '?'}{query}"
+
+
+def postgres_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The registry's URL maker: an empty store in a fresh schema."""
+    return url_for(new_schema(request))
+
+
+def schema_of(url: str) -> str:
+    return url.rsplit("schema=", 1)[1].split("&", 1)[0]
+
+
+def corrupt(url: str, session_id: str, depth: int, body: str) -> None:
+    """Overwrite the stored body of the message at ``depth`` (for the contract suite)."""
+    q = f'"{schema_of(url)}"'
+    with admin() as conn:
+        changed = conn.execute(
+            f"UPDATE {q}.nodes SET body = %s WHERE depth = %s AND sid ="
+            f" (SELECT sid FROM {q}.sessions WHERE name = %s)",
+            (body, depth, session_id.encode())).rowcount
+    assert changed == 1

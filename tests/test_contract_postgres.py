@@ -1,0 +1,28 @@
+"""The contract suite against PostgreSQL (a fresh schema per test), both faces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memvault.testing import AsyncStoreContract, StoreContract
+from tests.support.postgres import corrupt, postgres_url
+
+
+class PostgresContract:
+    @pytest.fixture
+    def store_url(self, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+        return postgres_url(request, tmp_path)
+
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+        corrupt(store.options.url, session_id, depth, body)
+
+
+class TestPostgres(PostgresContract, StoreContract):
+    pass
+
+
+class TestPostgresAsync(PostgresContract, AsyncStoreContract):
+    pass

@@ -1,0 +1,171 @@
+"""The PostgreSQL schema: migrations, options, what is stored and how."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+import memvault
+from memvault import ConfigurationError, Message
+from memvault.backends.base import Write
+from memvault.backends.postgres import MigrationResult, migrate, open_backend
+from memvault.backends.postgres_migrations import latest, migrations
+from memvault.messages import encode_message
+from tests.support.postgres import SERVER, admin, new_schema, url_for
+
+
+@pytest.fixture
+def schema(request: pytest.FixtureRequest) -> str:
+    return new_schema(request)
+
+
+def _rows(sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with admin() as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def _schema_exists(schema: str) -> bool:
+    return bool(_rows("SELECT 1 FROM pg_namespace WHERE nspname = %s", schema))
+
+
+def test_migrate_applies_once_and_records_versions(schema: str) -> None:
+    assert migrate(url_for(schema)) == MigrationResult(schema, 0, latest())
+    assert migrate(SERVER, schema=schema) == MigrationResult(schema, latest(), latest())
+    recorded = _rows(f'SELECT version, name FROM "{schema}".migrations ORDER BY version')
+    assert recorded == [(m.version, m.name) for m in migrations()]
+
+
+def test_opening_migrates_an_empty_schema(schema: str) -> None:
+    assert not _schema_exists(schema)
+    with memvault.open(url_for(schema)) as store:
+        store.session("s").append([Message.user("x")])
+    assert _rows(f'SELECT max(version) FROM "{schema}".migrations') == [(latest(),)]
+
+
+def _make_newer(schema: str) -> None:
+    with memvault.open(url_for(schema)) as store:
+        store.session("s").append([Message.user("keep me")])
+    with admin() as conn:
+        conn.execute(f"INSERT INTO \"{schema}\".migrations (version, name) VALUES (%s, 'future')",
+                     (latest() + 1,))
+
+
+def test_newer_schema_is_refused_and_left_alone(schema: str) -> None:
+    _make_newer(schema)
+    with pytest.raises(ConfigurationError, match="newer than this memvault"):
+        memvault.open(url_for(schema))
+    with pytest.raises(ConfigurationError, match="newer"):
+        migrate(url_for(schema))
+    with admin() as conn:
+        conn.execute(f'DELETE FROM "{schema}".migrations WHERE version = %s', (latest() + 1,))
+    with memvault.open(url_for(schema)) as store:
+        assert [m.content for m in store.session("s").history()] == ["keep me"]
+
+
+def test_async_face_refuses_a_newer_schema_on_first_use(schema: str) -> None:
+    _make_newer(schema)
+
+    async def run() -> None:
+        store = memvault.open_async(url_for(schema))
+        try:
+            with pytest.raises(ConfigurationError, match="newer"):
+                await store.session("s").history()
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+def test_migrate_false_only_checks(schema: str) -> None:
+    """migrate=False never creates anything; it asks for `memvault migrate`."""
+    with pytest.raises(ConfigurationError, match="memvault migrate"):
+        memvault.open(url_for(schema), migrate=False)
+    assert not _schema_exists(schema)
+    migrate(url_for(schema))
+    with memvault.open(url_for(schema), migrate=False) as store:
+        assert store.session("s").append([Message.user("x")]) == 1
+
+
+def test_schema_as_option_or_url_parameter(schema: str) -> None:
+    with memvault.open(SERVER, schema=schema) as store:
+        store.session("s").append([Message.user("x")])
+    with memvault.open(url_for(schema)) as store:
+        assert store.sessions() == ["s"]
+    with pytest.raises(ConfigurationError, match="names schema"):
+        memvault.open(url_for(schema), schema="other")
+
+
+def test_postgres_scheme_alias(schema: str) -> None:
+    url = url_for(schema).replace("postgresql://", "postgres://", 1)
+    assert url.startswith("postgres://")
+    with memvault.open(url) as store:
+        assert store.session("s").append([Message.user("x")]) == 1
+
+
+@pytest.mark.parametrize("options", [
+    {"schema": "bad-name"}, {"schema": "1st"}, {"schema": "x" * 64}, {"schema": 'a"b'},
+    {"schema": ""}, {"min_size": -1}, {"max_size": 0}, {"min_size": 5, "max_size": 2},
+    {"timeout": 0}, {"migrate": "yes"}, {"pool": 3},
+])
+def test_bad_options_are_configuration_errors(options: dict[str, Any]) -> None:
+    """Checked before connecting (the URL points nowhere)."""
+    with pytest.raises(ConfigurationError):
+        memvault.open("postgresql://u:s3cret@127.0.0.1:1/x", **options)
+
+
+def test_repr_never_shows_the_password(schema: str) -> None:
+    url = url_for(schema).replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+    assert "s3cret-pw" in url
+    with memvault.open(url) as store:  # trust auth ignores the password
+        assert "s3cret-pw" not in repr(store) and "s3cret-pw" not in repr(store.backend)
+
+
+def test_application_name_reaches_the_server(schema: str) -> None:
+    app = f"mvapp_{schema[-8:]}"
+    with memvault.open(url_for(schema, application_name=app), min_size=2) as store:
+        store.session("s").append([Message.user("x")])
+        names = _rows("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", app)
+        assert names[0][0] >= 1
+
+
+def test_storage_keeps_nul_and_bytes_exactly(schema: str) -> None:
+    """NUL survives in ids, names and bodies: ids are UTF-8 bytea, bodies the
+    envelope's text byte for byte (jsonb would reject its \\u0000)."""
+    message = Message.user("nul \x00 here", id="id\x00é")
+    with memvault.open(url_for(schema), writer="w\x00r") as store:
+        s = store.session("sess\x00ion")
+        s.append([message])
+        s.snapshot("snap\x00")
+        s.pop()
+        log = s.log()
+    assert log[-1].detail == {"message_id": "id\x00é"} and log[-1].writer == "w\x00r"
+    assert log[-2].detail == {"name": "snap\x00"}
+    q = f'"{schema}"'
+    assert _rows(f"SELECT name FROM {q}.sessions") == [(b"sess\x00ion",)]
+    assert _rows(f"SELECT msg_id, body FROM {q}.nodes") == [
+        ("id\x00é".encode(), encode_message(message, 1 << 20).body)]
+    assert _rows(f"SELECT pg_typeof(body)::text FROM {q}.nodes") == [("text",)]
+
+
+def test_compact_removes_expired_sessions_physically(schema: str) -> None:
+    """An expired session is invisible at once and gone from every table after compact."""
+    backend = open_backend(url_for(schema))
+    try:
+        past = Write("w", time.time() - 100, ttl=10)  # expired 90 s ago
+        record = encode_message(Message.user("x"), 1 << 20)
+        backend.append("old", [record], None, past)
+        backend.snapshot("old", "cp", past)
+        backend.append("live", [encode_message(Message.user("y"), 1 << 20)], None,
+                       Write("w", time.time(), None))
+        assert backend.sessions(time.time()) == ["live"]
+        stats = backend.compact(None, time.time())
+        assert (stats.sessions, stats.nodes) == (1, 1)
+    finally:
+        backend.close()
+    q = f'"{schema}"'
+    for table in ("sessions", "nodes", "events"):
+        assert _rows(f"SELECT count(*) FROM {q}.{table}") == [(1,)], table
+    assert _rows(f"SELECT count(*) FROM {q}.snapshots") == [(0,)]

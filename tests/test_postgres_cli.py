@@ -1,4 +1,4 @@
-"""``memvault migrate``: the command cli_migrate.register adds to the memvault app."""
+"""``memvault migrate``."""
 
 from __future__ import annotations
 
@@ -9,19 +9,11 @@ import typer
 from typer.testing import CliRunner
 
 from memvault.backends.postgres_migrations import latest
-from memvault.cli_migrate import register
+from memvault.cli import app
 from tests.support.postgres import admin, new_schema, url_for
 
 
 def _app() -> typer.Typer:
-    """An app shaped like memvault's: a callback taking the global --url."""
-    app = typer.Typer()
-
-    @app.callback()
-    def main(url: str | None = typer.Option(None, "--url")) -> None:
-        """memvault."""
-
-    register(app)
     return app
 
 

@@ -19,9 +19,9 @@ from rich.table import Table
 
 import memvault
 from memvault import demo as demo_module
-from memvault.errors import MemvaultError
+from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
-from memvault.urls import redact, resolve
+from memvault.urls import backend_module, redact, resolve
 
 app = typer.Typer(
     help="memvault: durable conversation memory for LLM agents.",
@@ -216,3 +216,33 @@ def compact(
         stats = store.compact(keep_events=keep_events)
         out.print(f"removed {stats.nodes} messages, {stats.events} events, "
                   f"{stats.sessions} expired sessions")
+
+
+@app.command()
+@user_errors
+def migrate(
+    url: UrlOption = None,
+    schema: Annotated[str | None, typer.Option(
+        "--schema", help="PostgreSQL schema (default: the URL's, else 'memvault').")] = None,
+) -> None:
+    """Create or upgrade a store's schema (PostgreSQL: apply missing migrations).
+
+    Safe to repeat and to run from several processes at once. Other backends bring
+    their schema up to date whenever a store is opened, so for them this opens and
+    closes the store.
+    """
+    target = store_url(url)
+    module = backend_module(target)
+    if hasattr(module, "migrate"):
+        result = module.migrate(target, schema=schema)
+        if result.before == result.after:
+            out.print(f"{redact(target)}: schema {result.schema!r} is up to date "
+                      f"(version {result.after})")
+        else:
+            out.print(f"{redact(target)}: schema {result.schema!r} migrated from version "
+                      f"{result.before} to {result.after}")
+        return
+    if schema is not None:
+        raise ConfigurationError(f"--schema applies to PostgreSQL only, not {redact(target)!r}")
+    memvault.open(target).close()
+    out.print(f"{redact(target)}: schema is up to date (applied when a store is opened)")

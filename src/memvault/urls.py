@@ -54,7 +54,7 @@ def open_backend(url: str, options: dict[str, Any], *, asynchronous: bool) -> An
     ``open_async_backend`` when its driver has a native async client; otherwise its
     async face runs the sync backend on worker threads.
     """
-    module = _backend_module(url)
+    module = backend_module(url)
     if not asynchronous:
         return module.open_backend(url, **options)
     if hasattr(module, "open_async_backend"):
@@ -64,7 +64,8 @@ def open_backend(url: str, options: dict[str, Any], *, asynchronous: bool) -> An
     return ThreadedAsyncBackend(module.open_backend(url, **options))
 
 
-def _backend_module(url: str) -> Any:
+def backend_module(url: str) -> Any:
+    """The module implementing the backend ``url`` names (imported on first use)."""
     match = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", url)
     scheme = match.group(1).lower() if match else ""
     if scheme not in SCHEMES:

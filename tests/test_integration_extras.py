@@ -1,0 +1,36 @@
+"""Importing an integration without its framework names the extra to install."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+from memvault import ConfigurationError
+
+
+@pytest.mark.parametrize(("module", "framework", "extra"), [
+    ("memvault.integrations.openai_agents", "agents", "memvault[openai-agents]"),
+    ("memvault.integrations.langchain", "langchain_core", "memvault[langchain]"),
+])
+def test_a_missing_framework_raises_configuration_error_naming_the_extra(
+        monkeypatch: pytest.MonkeyPatch, module: str, framework: str, extra: str) -> None:
+    # A None entry in sys.modules makes "import <framework>" raise ImportError,
+    # as if the package were not installed; monkeypatch restores everything after.
+    for name in [n for n in sys.modules if n == framework or n.startswith(framework + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, framework, None)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(ConfigurationError, match=extra.replace("[", r"\[").replace("]", r"\]")):
+        importlib.import_module(module)
+
+
+def test_the_integrations_package_imports_without_any_framework(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for framework in ("agents", "langchain_core"):
+        monkeypatch.setitem(sys.modules, framework, None)
+    monkeypatch.delitem(sys.modules, "memvault.integrations", raising=False)
+    monkeypatch.delitem(sys.modules, "memvault.integrations._common", raising=False)
+    importlib.import_module("memvault.integrations")
+    importlib.import_module("memvault.integrations._common")

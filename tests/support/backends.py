@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.redis import redis_url
+
 UrlMaker = Callable[[pytest.FixtureRequest, Path], str]
 
 
@@ -25,4 +27,5 @@ def sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 BACKENDS: dict[str, UrlMaker] = {
     "memory": memory_url,
     "sqlite": sqlite_url,
+    "redis": redis_url,
 }

@@ -279,6 +279,7 @@ class AsyncRedisBackend:
     def __init__(self, config: Settings) -> None:
         self._shown = config.shown
         self._ops = Operations(Layout(config.prefix))
+        self._cluster = config.cluster
         kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
         no_retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
         self._client: Any = _connect(
@@ -290,6 +291,12 @@ class AsyncRedisBackend:
     async def _send(self, request: Request) -> Any:
         client = self._client
         try:
+            if self._cluster:
+                # Before its slot map is loaded, redis.asyncio's cluster client sends
+                # keyed commands to a random node; five MOVED replies then make it
+                # close every connection, under other tasks' commands. Loading the
+                # map first (a no-op once loaded) avoids both.
+                await client.initialize()
             if isinstance(request, Eval):
                 keys = request.keys
                 try:

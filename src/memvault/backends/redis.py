@@ -130,9 +130,14 @@ def settings(url: str, **options: Any) -> Settings:
                               or any(name == "db" for name, _ in passed)):
         raise ConfigurationError(
             f"{shown}: a cluster is reached over TCP and has database 0 only")
-    driver_url = parts._replace(scheme=scheme, query=urlencode(passed)).geturl()
-    client = {k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
-                                     "max_connections") if merged[k] is not None}
+    query_text = f"?{urlencode(passed)}" if passed else ""
+    driver_url = f"{scheme}://{parts.netloc}{parts.path}{query_text}"
+    # RESP2: plain replies, and redis-py then checks a pooled connection before
+    # reusing it (with RESP3 maintenance notifications it does not), so a command
+    # is not written into a connection the server already closed.
+    client = {"protocol": 2}
+    client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
+                                          "max_connections") if merged[k] is not None})
     return Settings(driver_url, shown, merged["prefix"], merged["cluster"], client)
 
 

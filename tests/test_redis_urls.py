@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,3 +110,64 @@ def test_every_key_of_a_session_gets_the_same_expiry() -> None:
         assert [client.pexpiretime(k) for k in keys] == [-1] * 6
     finally:
         client.close()
+
+
+def test_wrong_password_is_unavailable_and_not_shown(tmp_path: Path) -> None:
+    """A refused AUTH means nothing was applied; the password stays out of the error."""
+    server = RedisServer(tmp_path / "redis", "--requirepass", "right-pw", password="right-pw")
+    try:
+        url = f"redis://:wrong-pw@127.0.0.1:{server.port}/0"
+        with memvault.open(url) as store:
+            with pytest.raises(BackendUnavailableError) as err:
+                store.session("s").history()
+            assert "wrong-pw" not in str(err.value)
+        with memvault.open(f"redis://:right-pw@127.0.0.1:{server.port}/0") as store:
+            assert store.session("s").history() == []
+    finally:
+        server.kill()
+
+
+def _certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1."""
+    folder.mkdir()
+    ca, ca_key = folder / "ca.pem", folder / "ca.key"
+    cert, key, csr = folder / "server.pem", folder / "server.key", folder / "server.csr"
+    ext = folder / "ext.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    for args in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+         "-days", "2", "-subj", "/CN=memvault test CA"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+         "-subj", "/CN=127.0.0.1"],
+        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+         "-out", cert, "-days", "2", "-extfile", ext],
+    ):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    return ca, cert, key
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_rediss_over_tls(tmp_path: Path, face: str) -> None:
+    """rediss:// talks TLS, verifying the server against ssl_ca_certs; a server the
+    CA did not sign is refused before anything is sent."""
+    ca, cert, key = _certificates(tmp_path / "tls")
+    tls_port = free_port()
+    server = RedisServer(tmp_path / "redis", "--tls-port", str(tls_port), "--tls-cert-file",
+                         str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
+                         "--tls-auth-clients", "no")
+    try:
+        url = f"rediss://127.0.0.1:{tls_port}/0"
+        store = Opener(f"{url}?ssl_ca_certs={ca}", face)()  # type: ignore[arg-type]
+        try:
+            store.session("s").append([Message.user("encrypted")])
+            assert store.session("s").history()[0].content == "encrypted"
+        finally:
+            store.close()
+        untrusted = Opener(url, face)()  # type: ignore[arg-type]
+        try:
+            with pytest.raises(BackendUnavailableError):
+                untrusted.session("s").history()
+        finally:
+            untrusted.close()
+    finally:
+        server.kill()

@@ -82,9 +82,10 @@ class RedisServer:
     Args:
         folder: working directory (AOF/RDB files, logs, the unix socket).
         config: extra ``redis-server`` arguments, e.g. ``["--appendonly", "yes"]``.
+        password: the ``requirepass`` the config sets, if any (for :meth:`client`).
     """
 
-    def __init__(self, folder: Path, *config: str) -> None:
+    def __init__(self, folder: Path, *config: str, password: str | None = None) -> None:
         if shutil.which("redis-server") is None:
             pytest.fail("redis-server is required (Debian package 'redis-server')")
         self.folder = folder
@@ -92,6 +93,7 @@ class RedisServer:
         self.port = free_port()
         self.socket = str(folder / "redis.sock")
         self.config = config
+        self.password = password
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
 
@@ -100,7 +102,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def client(self, **options: Any) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, **options)
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **options)
 
     def start(self) -> None:
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from redis.crc import key_slot
@@ -14,7 +13,7 @@ import memvault
 from memvault.backends.redis_ops import Layout
 from memvault.testing import AsyncStoreContract, StoreContract
 from memvault.testing.contract.inputs import WEIRD_IDS
-from tests.support.redis import RedisServer, corrupt, flushed, redis_cluster
+from tests.support.redis import RedisContract, RedisServer, flushed, redis_cluster
 
 
 @pytest.fixture(scope="session")
@@ -28,13 +27,10 @@ def cluster_url(cluster: list[RedisServer]) -> str:
     return flushed(f"redis://127.0.0.1:{cluster[0].port}/0?cluster=true")
 
 
-class ClusterContract:
+class ClusterContract(RedisContract):
     @pytest.fixture
     def store_url(self, cluster_url: str) -> str:
         return cluster_url
-
-    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
-        corrupt(store.options.url, session_id, depth, body)
 
 
 class TestRedisCluster(ClusterContract, StoreContract):

@@ -47,47 +47,37 @@ def test_stopped_server_is_unavailable(server: RedisServer, face: str) -> None:
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_timeout_is_outcome_unknown_and_retry_stores_once(server: RedisServer, face: str) -> None:
-    """CLIENT PAUSE holds the append past socket_timeout: OutcomeUnknownError with
-    the driver's TimeoutError as cause; retrying the same messages afterwards leaves
-    them stored exactly once."""
-    store = Opener(server.url, face, {"socket_timeout": 0.5})()  # type: ignore[arg-type]
+@pytest.mark.parametrize("loss", ["timeout", "lost-reply"])
+def test_unknown_outcome_then_retry_stores_once(server: RedisServer, face: str,
+                                                loss: str) -> None:
+    """An append whose reply never comes raises OutcomeUnknownError, the driver's
+    error as cause; retrying the same messages leaves them stored exactly once.
+    "timeout": CLIENT PAUSE holds the append past socket_timeout (it never runs);
+    "lost-reply": the append runs but a proxy swallows its reply (the retry finds
+    the ids stored and writes nothing)."""
+    proxy = ReplyDropper(server.port)
+    store = Opener(proxy.url, face, {"socket_timeout": 0.5})()  # type: ignore[arg-type]
     admin = server.client()
     try:
         s = store.session("s")
         s.append(turn("w", 0))
-        admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+        if loss == "timeout":
+            admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+        else:
+            proxy.drop.set()
         with pytest.raises(OutcomeUnknownError) as err:
             s.append(turn("w", 1))
-        assert isinstance(err.value.__cause__, redis.TimeoutError)
-        admin.ping()  # returns once the pause is over
+        cause = redis.TimeoutError if loss == "timeout" else redis.ConnectionError
+        assert isinstance(err.value.__cause__, cause)
+        admin.ping()  # returns once a pause is over
+        proxy.drop.clear()
+        if loss == "lost-reply":
+            assert s.info().version == 2  # it did run
         assert s.append(turn("w", 1)) == 2
         assert ids(s.history()) == ids(turn("w", 0) + turn("w", 1))
         assert [e.op for e in s.log()] == ["append", "append"]
     finally:
         admin.close()
-        store.close()
-
-
-@pytest.mark.parametrize("face", FACES)
-def test_lost_reply_is_outcome_unknown_and_retry_is_a_noop(server: RedisServer,
-                                                          face: str) -> None:
-    """The append runs but its reply is lost: OutcomeUnknownError; the retry finds
-    the ids stored and writes nothing, so the turn is there once."""
-    proxy = ReplyDropper(server.port)
-    store = Opener(proxy.url, face)()  # type: ignore[arg-type]
-    try:
-        s = store.session("s")
-        s.append(turn("w", 0))
-        proxy.drop.set()
-        with pytest.raises(OutcomeUnknownError) as err:
-            s.append(turn("w", 1))
-        assert isinstance(err.value.__cause__, redis.ConnectionError)
-        proxy.drop.clear()
-        assert s.append(turn("w", 1)) == 2
-        assert ids(s.history()) == ids(turn("w", 0) + turn("w", 1))
-        assert [e.op for e in s.log()] == ["append", "append"]
-    finally:
         store.close()
         proxy.close()
 

@@ -70,6 +70,17 @@ def corrupt(url: str, session_id: str, depth: int, body: str, prefix: str = "mem
         client.close()
 
 
+class RedisContract:
+    """What the contract suite needs from a Redis test class, but the store URL."""
+
+    @pytest.fixture
+    def store_url(self) -> str:
+        return flushed()
+
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+        corrupt(store.options.url, session_id, depth, body)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -52,7 +52,17 @@ from redis.exceptions import (
 )
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.redis_ops import FETCH_FIELDS, Eval, Layout, Op, Operations, Request, Scan
+from memvault.backends.redis_ops import (
+    FETCH_FIELDS,
+    Done,
+    Eval,
+    Layout,
+    Op,
+    Operations,
+    Request,
+    Scan,
+    advance,
+)
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
@@ -225,13 +235,10 @@ class RedisBackend:
             raise translate(exc, self._shown) from exc
 
     def _run(self, op: Op[T]) -> T:
-        reply = None
-        while True:
-            try:
-                request = op.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            reply = self._send(request)
+        step = advance(op, None)
+        while not isinstance(step, Done):
+            step = advance(op, self._send(step))
+        return step.value
 
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
@@ -320,13 +327,10 @@ class AsyncRedisBackend:
             raise translate(exc, self._shown) from exc
 
     async def _run(self, op: Op[T]) -> T:
-        reply = None
-        while True:
-            try:
-                request = op.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            reply = await self._send(request)
+        step = advance(op, None)
+        while not isinstance(step, Done):
+            step = advance(op, await self._send(step))
+        return step.value
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write

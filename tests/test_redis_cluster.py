@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from redis.crc import key_slot
 
 import memvault
 from memvault.backends.redis_ops import Layout
+from memvault.errors import BackendUnavailableError
 from memvault.testing import AsyncStoreContract, StoreContract
 from memvault.testing.contract.inputs import WEIRD_IDS
+from memvault.testing.opener import Opener
 from tests.support.redis import RedisContract, RedisServer, flushed, redis_cluster
 
 
@@ -80,3 +83,30 @@ def test_async_store_takes_parallel_first_commands(cluster_url: str) -> None:
 
     for round_ in range(10):
         asyncio.run(burst(round_))
+
+
+def test_dead_primary_is_unavailable_for_its_sessions_only(tmp_path: Path) -> None:
+    """A primary goes down (its own cluster, not the shared one): its sessions raise
+    BackendUnavailableError, the other primaries' sessions still read, and
+    sessions() (which needs every primary) raises BackendUnavailableError."""
+    ids = [f"u{i}" for i in range(30)]
+    with redis_cluster(tmp_path) as servers:
+        url = f"redis://127.0.0.1:{servers[0].port}/0?cluster=true"
+        with memvault.open(url) as store:
+            for sid in ids:
+                store.session(sid).append([memvault.Message.user(sid)])
+        servers[2].kill()
+        for face in ("sync", "async"):
+            store = Opener(url, face)()  # type: ignore[arg-type]
+            try:
+                lost = []
+                for sid in ids:
+                    try:
+                        assert store.session(sid).history()[0].content == sid
+                    except BackendUnavailableError:
+                        lost.append(sid)
+                assert 0 < len(lost) < len(ids)
+                with pytest.raises(BackendUnavailableError):
+                    store.sessions()
+            finally:
+                store.close()

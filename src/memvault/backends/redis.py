@@ -202,6 +202,14 @@ def _connect(make: Callable[[], T], shown: str) -> T:
         raise ConfigurationError(f"{shown}: {exc}") from exc
 
 
+def _scan_targets(client: Any) -> list[dict[str, Any]]:
+    """One SCAN per primary on a cluster, one at a time (the cluster clients' own
+    fan-out leaves tasks behind when a node fails); a single SCAN otherwise."""
+    if isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)):
+        return [{"target_nodes": node} for node in client.get_primaries()]
+    return [{}]
+
+
 class RedisBackend:
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
 
@@ -226,7 +234,8 @@ class RedisBackend:
                 except NoScriptError:
                     return client.eval(request.script.text, len(keys), *keys, *request.args)
             if isinstance(request, Scan):
-                return list(client.scan_iter(match=request.pattern, count=1000))
+                return [key for target in _scan_targets(client)
+                        for key in client.scan_iter(match=request.pattern, count=1000, **target)]
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
                 pipe.hmget(key, FETCH_FIELDS)
@@ -318,7 +327,9 @@ class AsyncRedisBackend:
                     return await client.eval(request.script.text, len(keys), *keys,
                                              *request.args)
             if isinstance(request, Scan):
-                return [k async for k in client.scan_iter(match=request.pattern, count=1000)]
+                return [key for target in _scan_targets(client)
+                        async for key in client.scan_iter(match=request.pattern, count=1000,
+                                                          **target)]
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
                 pipe.hmget(key, FETCH_FIELDS)

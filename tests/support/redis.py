@@ -129,6 +129,7 @@ class RedisServer:
                 return
             except redis.RedisError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.kill()
                     log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
                     pytest.fail(f"redis-server on port {self.port} did not start:\n{log}")
                 time.sleep(0.05)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.postgres import postgres_url
+from tests.support.redis import redis_url
 
 UrlMaker = Callable[[pytest.FixtureRequest, Path], str]
 
@@ -28,4 +29,5 @@ BACKENDS: dict[str, UrlMaker] = {
     "memory": memory_url,
     "sqlite": sqlite_url,
     "postgres": postgres_url,
+    "redis": redis_url,
 }

@@ -1,0 +1,398 @@
+"""The Redis backend (``redis://``, ``rediss://``, ``redis+unix://``), sync and async.
+
+Every operation on a session is one Lua script run with ``EVALSHA`` (the script
+text is sent only after ``NOSCRIPT``): atomic on the server, one round trip, no
+read-modify-write in Python. The logic, keys and scripts live in
+:mod:`memvault.backends.redis_ops`; this module only sends its requests, through
+redis-py (sync) or ``redis.asyncio`` (async), and maps driver errors:
+
+* nothing was sent (connection refused, auth failure, server loading, cluster
+  down): :class:`~memvault.errors.BackendUnavailableError`;
+* the connection failed or timed out after the command was sent:
+  :class:`~memvault.errors.OutcomeUnknownError` (retrying an append is safe);
+* any other server error (out of memory included): :class:`~memvault.errors.BackendError`.
+
+redis-py's own retries are switched off: a command retried after a timeout could
+apply twice (a second ``pop``). Needs Redis 7.0 or later (flagged scripts).
+
+Options (keywords, or query parameters of the URL; keywords win):
+
+* ``prefix`` (default ``"memvault"``): first part of every key; no braces.
+* ``cluster`` (default false; ``?cluster=true``): talk to a Redis Cluster.
+* ``socket_timeout`` (default 10 s), ``socket_connect_timeout`` (default 5 s),
+  ``max_connections`` (default unbounded).
+
+Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
+``health_check_interval``, ``socket_keepalive`` and the ``ssl_*`` settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.cluster
+import redis.retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    ClusterDownError,
+    MaxConnectionsError,
+    NoScriptError,
+    RedisClusterException,
+    RedisError,
+    TryAgainError,
+)
+
+from memvault.backends.base import Stored, Write
+from memvault.backends.redis_ops import (
+    FETCH_FIELDS,
+    Done,
+    Eval,
+    Layout,
+    Op,
+    Operations,
+    Request,
+    Scan,
+    advance,
+)
+from memvault.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigurationError,
+    OutcomeUnknownError,
+)
+from memvault.messages import Record
+from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+from memvault.urls import redact
+
+T = TypeVar("T")
+
+DEFAULTS: dict[str, Any] = {
+    "prefix": "memvault", "cluster": False, "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0, "max_connections": None,
+}
+# URL query parameters handed to redis-py as they are.
+DRIVER_QUERY = frozenset({
+    "db", "client_name", "health_check_interval", "socket_keepalive", "ssl_cert_reqs",
+    "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
+})
+_SCHEMES = {"redis": "redis", "rediss": "rediss", "redis+unix": "unix"}
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+_DRIVER_ERRORS = (RedisError, RedisClusterException)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A parsed store URL: the URL redis-py gets, and memvault's own options.
+
+    Attributes:
+        url: the URL for redis-py, memvault's query parameters removed.
+        shown: the URL as given, password redacted (for errors and repr).
+        prefix: the key prefix.
+        cluster: whether to use the cluster client.
+        client: keyword options for the redis-py client.
+    """
+
+    url: str
+    shown: str
+    prefix: str
+    cluster: bool
+    client: dict[str, Any] = field(default_factory=dict)
+
+
+def settings(url: str, **options: Any) -> Settings:
+    """Parse a store URL and options; raises ConfigurationError on anything unknown."""
+    shown = redact(url)
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise ConfigurationError(
+            f"{shown}: unsupported option(s) {', '.join(unknown)}; the Redis options are "
+            f"{', '.join(sorted(DEFAULTS))}")
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError as exc:
+        raise ConfigurationError(f"cannot parse the Redis URL {shown!r}: {exc}") from exc
+    scheme = _SCHEMES.get(parts.scheme.lower())
+    if scheme is None:
+        raise ConfigurationError(f"{shown}: not a redis://, rediss:// or redis+unix:// URL")
+    merged, passed = dict(DEFAULTS), []
+    for name, value in query:
+        if name in DEFAULTS:
+            merged[name] = _from_query(shown, name, value)
+        elif name in DRIVER_QUERY:
+            passed.append((name, value))
+        else:
+            raise ConfigurationError(
+                f"{shown}: unsupported URL parameter {name!r}; memvault reads "
+                f"{', '.join(sorted(DEFAULTS))} and passes on {', '.join(sorted(DRIVER_QUERY))}")
+    merged.update(options)
+    _check(shown, merged)
+    if merged["cluster"] and (scheme == "unix" or parts.path.strip("/") not in ("", "0")
+                              or any(name == "db" for name, _ in passed)):
+        raise ConfigurationError(
+            f"{shown}: a cluster is reached over TCP and has database 0 only")
+    query_text = f"?{urlencode(passed)}" if passed else ""
+    driver_url = f"{scheme}://{parts.netloc}{parts.path}{query_text}"
+    # RESP2: plain replies, and redis-py then checks a pooled connection before
+    # reusing it (with RESP3 maintenance notifications it does not), so a command
+    # is not written into a connection the server already closed.
+    client = {"protocol": 2}
+    client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
+                                          "max_connections") if merged[k] is not None})
+    return Settings(driver_url, shown, merged["prefix"], merged["cluster"], client)
+
+
+def _from_query(shown: str, name: str, value: str) -> Any:
+    try:
+        if name == "cluster":
+            return _BOOLS[value.lower()]
+        if name == "max_connections":
+            return int(value)
+        return float(value) if name.startswith("socket") else value
+    except (KeyError, ValueError):
+        raise ConfigurationError(f"{shown}: bad value {value!r} for {name}") from None
+
+
+def _check(shown: str, merged: dict[str, Any]) -> None:
+    Layout(merged["prefix"])
+    if not isinstance(merged["cluster"], bool):
+        raise ConfigurationError(f"{shown}: cluster must be True or False")
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        value = merged[name]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not value > 0):
+            raise ConfigurationError(f"{shown}: {name} must be seconds > 0 or None")
+    value = merged["max_connections"]
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigurationError(f"{shown}: max_connections must be an integer >= 1 or None")
+
+
+def translate(exc: Exception, shown: str) -> BackendError:
+    """The memvault error for a driver error (which the caller chains as __cause__)."""
+    message = f"Redis at {shown}: {type(exc).__name__}: {exc}"
+    not_sent = (AuthenticationError, BusyLoadingError, MaxConnectionsError, ClusterDownError,
+                TryAgainError, RedisClusterException)
+    lost = (redis.ConnectionError, redis.TimeoutError)
+    # redis-py says "Error 111 connecting to ..." / "Timeout connecting to server" only
+    # while opening a connection: the command was not sent.
+    if isinstance(exc, not_sent) or (isinstance(exc, lost) and "connecting to" in str(exc)):
+        return BackendUnavailableError(f"{message} (nothing was applied)")
+    if isinstance(exc, lost):
+        return OutcomeUnknownError(
+            f"{message} (the command may or may not have been applied; retrying an append "
+            f"with the same messages is safe)")
+    return BackendError(message)
+
+
+def _connect(make: Callable[[], T], shown: str) -> T:
+    try:
+        return make()
+    except _DRIVER_ERRORS as exc:
+        raise translate(exc, shown) from exc
+    except ValueError as exc:  # redis-py's URL parser
+        raise ConfigurationError(f"{shown}: {exc}") from exc
+
+
+def _scan_targets(client: Any) -> list[dict[str, Any]]:
+    """One SCAN per primary on a cluster, one at a time (the cluster clients' own
+    fan-out leaves tasks behind when a node fails); a single SCAN otherwise."""
+    if isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)):
+        return [{"target_nodes": node} for node in client.get_primaries()]
+    return [{}]
+
+
+class RedisBackend:
+    """The synchronous backend: one redis-py client (thread-safe, pooled)."""
+
+    def __init__(self, config: Settings) -> None:
+        self._shown = config.shown
+        self._ops = Operations(Layout(config.prefix))
+        kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
+        no_retry = redis.retry.Retry(NoBackoff(), 0)
+        self._client: Any = _connect(
+            lambda: kind.from_url(config.url, retry=no_retry, **config.client), config.shown)
+
+    def __repr__(self) -> str:
+        return f"RedisBackend({self._shown!r})"
+
+    def _send(self, request: Request) -> Any:
+        client = self._client
+        try:
+            if isinstance(request, Eval):
+                keys = request.keys
+                try:
+                    return client.evalsha(request.script.sha, len(keys), *keys, *request.args)
+                except NoScriptError:
+                    return client.eval(request.script.text, len(keys), *keys, *request.args)
+            if isinstance(request, Scan):
+                return [key for target in _scan_targets(client)
+                        for key in client.scan_iter(match=request.pattern, count=1000, **target)]
+            pipe = client.pipeline(transaction=False)
+            for key in request.keys:
+                pipe.hmget(key, FETCH_FIELDS)
+            return pipe.execute()
+        except _DRIVER_ERRORS as exc:
+            raise translate(exc, self._shown) from exc
+
+    def _run(self, op: Op[T]) -> T:
+        step = advance(op, None)
+        while not isinstance(step, Done):
+            step = advance(op, self._send(step))
+        return step.value
+
+    def append(
+        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+    ) -> int:
+        return self._run(self._ops.append(session_id, records, expect_version, w))
+
+    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+        return self._run(self._ops.history(session_id, last, now))
+
+    def info(self, session_id: str, now: float) -> SessionInfo | None:
+        return self._run(self._ops.info(session_id, now))
+
+    def pop(self, session_id: str, w: Write) -> Stored | None:
+        return self._run(self._ops.pop(session_id, w))
+
+    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
+        return self._run(self._ops.trim(session_id, keep_last, op, w))
+
+    def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return self._run(self._ops.snapshot(session_id, name, w))
+
+    def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
+        return self._run(self._ops.snapshots(session_id, now))
+
+    def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return self._run(self._ops.rollback(session_id, name, w))
+
+    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
+        return self._run(self._ops.fork(session_id, new_id, at, w))
+
+    def log(self, session_id: str, now: float) -> list[Event]:
+        return self._run(self._ops.log(session_id, now))
+
+    def delete(self, session_id: str) -> bool:
+        return self._run(self._ops.delete(session_id))
+
+    def sessions(self, now: float) -> list[str]:
+        return self._run(self._ops.sessions(now))
+
+    def compact(self, keep_events: int | None, now: float) -> CompactStats:
+        return self._run(self._ops.compact(keep_events, now))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class AsyncRedisBackend:
+    """The asynchronous backend: one ``redis.asyncio`` client, used from one event loop."""
+
+    def __init__(self, config: Settings) -> None:
+        self._shown = config.shown
+        self._ops = Operations(Layout(config.prefix))
+        self._cluster = config.cluster
+        kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
+        no_retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
+        self._client: Any = _connect(
+            lambda: kind.from_url(config.url, retry=no_retry, **config.client), config.shown)
+
+    def __repr__(self) -> str:
+        return f"AsyncRedisBackend({self._shown!r})"
+
+    async def _send(self, request: Request) -> Any:
+        client = self._client
+        try:
+            if self._cluster:
+                # Before its slot map is loaded, redis.asyncio's cluster client sends
+                # keyed commands to a random node; five MOVED replies then make it
+                # close every connection, under other tasks' commands. Loading the
+                # map first (a no-op once loaded) avoids both.
+                await client.initialize()
+            if isinstance(request, Eval):
+                keys = request.keys
+                try:
+                    return await client.evalsha(request.script.sha, len(keys), *keys,
+                                                *request.args)
+                except NoScriptError:
+                    return await client.eval(request.script.text, len(keys), *keys,
+                                             *request.args)
+            if isinstance(request, Scan):
+                return [key for target in _scan_targets(client)
+                        async for key in client.scan_iter(match=request.pattern, count=1000,
+                                                          **target)]
+            pipe = client.pipeline(transaction=False)
+            for key in request.keys:
+                pipe.hmget(key, FETCH_FIELDS)
+            return await pipe.execute()
+        except _DRIVER_ERRORS as exc:
+            raise translate(exc, self._shown) from exc
+
+    async def _run(self, op: Op[T]) -> T:
+        step = advance(op, None)
+        while not isinstance(step, Done):
+            step = advance(op, await self._send(step))
+        return step.value
+
+    async def append(
+        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+    ) -> int:
+        return await self._run(self._ops.append(session_id, records, expect_version, w))
+
+    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+        return await self._run(self._ops.history(session_id, last, now))
+
+    async def info(self, session_id: str, now: float) -> SessionInfo | None:
+        return await self._run(self._ops.info(session_id, now))
+
+    async def pop(self, session_id: str, w: Write) -> Stored | None:
+        return await self._run(self._ops.pop(session_id, w))
+
+    async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
+        return await self._run(self._ops.trim(session_id, keep_last, op, w))
+
+    async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return await self._run(self._ops.snapshot(session_id, name, w))
+
+    async def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
+        return await self._run(self._ops.snapshots(session_id, now))
+
+    async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return await self._run(self._ops.rollback(session_id, name, w))
+
+    async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
+        return await self._run(self._ops.fork(session_id, new_id, at, w))
+
+    async def log(self, session_id: str, now: float) -> list[Event]:
+        return await self._run(self._ops.log(session_id, now))
+
+    async def delete(self, session_id: str) -> bool:
+        return await self._run(self._ops.delete(session_id))
+
+    async def sessions(self, now: float) -> list[str]:
+        return await self._run(self._ops.sessions(now))
+
+    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
+        return await self._run(self._ops.compact(keep_events, now))
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def open_backend(url: str, **options: Any) -> RedisBackend:
+    """Open ``redis://``, ``rediss://`` or ``redis+unix://`` for the sync API."""
+    return RedisBackend(settings(url, **options))
+
+
+def open_async_backend(url: str, **options: Any) -> AsyncRedisBackend:
+    """Open ``redis://``, ``rediss://`` or ``redis+unix://`` for the async API."""
+    return AsyncRedisBackend(settings(url, **options))

@@ -1,0 +1,44 @@
+-- Read operations: ARGV = op, now (client clock), op arguments. Never writes, so it
+-- runs while the server is out of memory. '' stands for None in every argument.
+local op, now = ARGV[1], tonumber(ARGV[2])
+local row = live(now)
+
+if op == 'history' then
+  if not row then return {} end
+  local count = row.depth - row.base
+  if ARGV[3] ~= '' then count = math.min(tonumber(ARGV[3]), count) end
+  local reply, node = {}, row.head
+  for i = count, 1, -1 do
+    local parent, depth = link(node)
+    reply[2 * i - 1] = depth
+    reply[2 * i] = redis.call('HGET', MSGS, node)
+    node = parent
+  end
+  return reply
+elseif op == 'info' then
+  if not row then return false end
+  return {row.version, row.depth - row.base, row.created, row.updated, row.expires or ''}
+elseif op == 'snapshots' then
+  if not row then return {} end
+  return redis.call('HGETALL', SNAPS)
+elseif op == 'log' then
+  if not row then return {} end
+  return redis.call('LRANGE', LOG, 0, -1)
+elseif op == 'fork_read' then
+  -- What fork copies: {'ok', id, message, ...} oldest first, or {'missing'}.
+  local head, count = 0, 0
+  if row then head, count = row.head, row.depth - row.base end
+  if ARGV[3] ~= '' then
+    local snap = row and redis.call('HGET', SNAPS, ARGV[3])
+    if not snap then return {'missing'} end
+    snap = cjson.decode(snap)
+    head, count = snap[2], snap[5]
+  end
+  local reply = {'ok'}
+  for _, n in ipairs(chain(head, count)) do
+    reply[#reply + 1] = n[3]
+    reply[#reply + 1] = redis.call('HGET', MSGS, n[1])
+  end
+  return reply
+end
+return redis.error_reply('memvault: unknown read operation ' .. op)

@@ -1,0 +1,187 @@
+-- Write operations: each checks everything before its first change, so one that
+-- answers an error status has written nothing. ARGV[1] is the operation; '' stands
+-- for None. The server refuses the whole script when it is out of memory.
+local op = ARGV[1]
+
+local function drop_all()
+  redis.call('DEL', META, MSGS, LINKS, IDS, SNAPS, LOG)
+end
+
+if op == 'delete' then
+  local existed = redis.call('EXISTS', META)
+  drop_all()
+  return existed
+end
+
+if op == 'compact' then
+  -- ARGV: now, events to keep per session. Returns {nodes, events, sessions} removed.
+  local now, keep = tonumber(ARGV[2]), ARGV[3]
+  local row = load()
+  if not row then return {0, 0, 0} end
+  if expired(row, now) then
+    local nodes = redis.call('HLEN', MSGS)
+    drop_all()
+    return {nodes, 0, 1}
+  end
+  local dropped = 0
+  if keep ~= '' then
+    dropped = math.max(0, redis.call('LLEN', LOG) - tonumber(keep))
+    if dropped > 0 then redis.call('LTRIM', LOG, dropped, -1) end
+  end
+  local pointers = {{row.head, row.base}}
+  for _, v in ipairs(redis.call('HVALS', SNAPS)) do
+    local s = cjson.decode(v)
+    pointers[#pointers + 1] = {s[2], s[3]}
+  end
+  for _, v in ipairs(redis.call('LRANGE', LOG, 0, -1)) do
+    local e = cjson.decode(v)
+    pointers[#pointers + 1] = {e[5], e[6]}
+    pointers[#pointers + 1] = {e[7], e[8]}
+  end
+  local links, flat = {}, redis.call('HGETALL', LINKS)
+  for i = 1, #flat, 2 do
+    local parent, depth, id = parse_link(flat[i + 1])
+    links[tonumber(flat[i])] = {parent, depth, id}
+  end
+  -- lowest base each node was reached with: a walk stops where an earlier one
+  -- already covered everything below
+  local reached = {}
+  for _, p in ipairs(pointers) do
+    local node, base = p[1], p[2]
+    while links[node] and links[node][2] > base
+        and not (reached[node] and reached[node] <= base) do
+      reached[node] = base
+      node = links[node][1]
+    end
+  end
+  local dead = 0
+  for node, l in pairs(links) do
+    if not reached[node] then
+      redis.call('HDEL', MSGS, node)
+      redis.call('HDEL', LINKS, node)
+      redis.call('HDEL', IDS, l[3])
+      dead = dead + 1
+    end
+  end
+  return {dead, dropped, 0}
+end
+
+-- Every other operation: ARGV[2..5] = now, writer, expires_at (seconds), the same
+-- expiry in unix milliseconds for PEXPIREAT; its own arguments from ARGV[6].
+local now_text, writer, expires, expire_ms = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now = tonumber(now_text)
+local row = live(now)
+
+-- The row to write to; an expired session's leftovers go first.
+local function start(current)
+  if current then return current end
+  drop_all()
+  return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0}
+end
+
+-- Chain the (id, message) pairs ARGV[first..] onto the head.
+local function add_nodes(r, first)
+  for i = first, #ARGV, 2 do
+    local node = r.next
+    redis.call('HSET', MSGS, node, ARGV[i + 1])
+    redis.call('HSET', LINKS, node, r.head .. ':' .. (r.depth + 1) .. ':' .. ARGV[i])
+    redis.call('HSET', IDS, ARGV[i], node)
+    r.head, r.depth, r.next = node, r.depth + 1, node + 1
+  end
+end
+
+local function save_snapshot(r, name, auto)
+  r.snaps = r.snaps + 1
+  local value = cjson.encode({r.snaps, r.head, r.base, r.version, r.depth - r.base, now_text,
+                              auto})
+  redis.call('HSET', SNAPS, name, value)
+  return value
+end
+
+-- Save the row, log the event, and give every key of the session the same expiry.
+local function commit(r, name, head0, base0, detail, bump)
+  if bump then r.version = r.version + 1 end
+  redis.call('HSET', META, 'head', r.head, 'depth', r.depth, 'base', r.base,
+             'version', r.version, 'next', r.next, 'created', r.created,
+             'updated', now_text, 'snaps', r.snaps)
+  redis.call('RPUSH', LOG, cjson.encode({r.version, name, writer, now_text, head0, base0,
+                                         r.head, r.base, detail}))
+  if expires ~= '' then
+    redis.call('HSET', META, 'expires', expires)
+    for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expire_ms) end
+  elseif r.expires then
+    redis.call('HDEL', META, 'expires')
+    for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
+  end
+end
+
+if op == 'append' then
+  -- ARGV[6] expected version, then (id, message) pairs.
+  local count = (#ARGV - 6) / 2
+  local stored = {}
+  if row then
+    for i = 7, #ARGV, 2 do
+      if redis.call('HEXISTS', IDS, ARGV[i]) == 1 then stored[#stored + 1] = ARGV[i] end
+    end
+  end
+  if #stored == count then return {'ok', row.version} end
+  if #stored > 0 then
+    table.insert(stored, 1, 'duplicate')
+    return stored
+  end
+  local current = row and row.version or 0
+  if ARGV[6] ~= '' and tonumber(ARGV[6]) ~= current then return {'conflict', current} end
+  row = start(row)
+  local head0, base0 = row.head, row.base
+  add_nodes(row, 7)
+  commit(row, 'append', head0, base0, {messages = count}, true)
+  return {'ok', row.version}
+elseif op == 'pop' then
+  if not row or row.depth == row.base then return false end
+  local parent, depth, id = link(row.head)
+  local message = redis.call('HGET', MSGS, row.head)
+  local head0, base0 = row.head, row.base
+  row.head, row.depth = parent, depth - 1
+  commit(row, 'pop', head0, base0, {message_id = id}, true)
+  return {depth, message}
+elseif op == 'trim' then
+  -- ARGV[6] messages to keep, ARGV[7] the operation's name (trim or clear).
+  if not row then return 0 end
+  local base = math.max(row.base, row.depth - tonumber(ARGV[6]))
+  if base == row.base then return row.version end
+  local head0, base0 = row.head, row.base
+  row.base = base
+  commit(row, ARGV[7], head0, base0, {hidden = base - base0}, true)
+  return row.version
+elseif op == 'snapshot' then
+  local name = ARGV[6]
+  if row and redis.call('HEXISTS', SNAPS, name) == 1 then return {'exists'} end
+  row = start(row)
+  local value = save_snapshot(row, name, false)
+  commit(row, 'snapshot', row.head, row.base, {name = name}, false)
+  return {'ok', value}
+elseif op == 'rollback' then
+  -- ARGV[6] the snapshot, ARGV[7] the auto-snapshot name without its version.
+  local name = ARGV[6]
+  local target = row and redis.call('HGET', SNAPS, name)
+  if not target then return {'missing'} end
+  local saved_name = ARGV[7] .. row.version
+  local saved = save_snapshot(row, saved_name, true)
+  target = cjson.decode(target)
+  local head0, base0 = row.head, row.base
+  row.head, row.base, row.depth = target[2], target[3], target[3] + target[5]
+  commit(row, 'rollback', head0, base0, {to = name, saved = saved_name}, true)
+  return {'ok', saved_name, saved}
+elseif op == 'fork' then
+  -- Writes the new session: ARGV[6] source id, ARGV[7] snapshot name, ARGV[8] '1'
+  -- when the source had no such snapshot, then the (id, message) pairs to copy.
+  if row then return {'conflict'} end
+  if ARGV[8] == '1' then return {'missing'} end
+  row = start(nil)
+  add_nodes(row, 9)
+  local detail = {from = ARGV[6], at = cjson.null}
+  if ARGV[7] ~= '' then detail.at = ARGV[7] end
+  commit(row, 'fork', 0, 0, detail, true)
+  return {'ok'}
+end
+return redis.error_reply('memvault: unknown write operation ' .. op)

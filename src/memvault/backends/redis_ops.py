@@ -1,0 +1,299 @@
+"""The Redis backend's logic, without I/O: key layout, scripts, arguments, replies.
+
+Each operation is a generator that yields :class:`Eval` / :class:`Scan` /
+:class:`Fetch` requests and receives their raw replies; the sync and async
+clients in :mod:`memvault.backends.redis` only send requests. Every operation on
+a session is one :class:`Eval` of a Lua script (``redis_lua/*.lua``): atomic, one
+round trip. ``fork`` reads the source in one script and writes the new session in
+another, because on a cluster the two sessions may live on different nodes;
+``sessions`` and ``compact`` scan the key space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote, unquote
+
+from memvault.backends.base import Stored, Write
+from memvault.backends.engine import (
+    duplicate_ids,
+    session_exists,
+    snapshot_exists,
+    snapshot_missing,
+    version_conflict,
+)
+from memvault.errors import ConfigurationError, CorruptRecordError
+from memvault.messages import Record
+from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+
+T = TypeVar("T")
+
+# The keys of one session, in the order the scripts take them (KEYS[1..6]).
+SUFFIXES = ("meta", "msgs", "links", "ids", "snaps", "log")
+# What percent-encoding leaves of a session id: no brace, colon or glob character.
+_ENCODED = re.compile(r"[A-Za-z0-9_.~%-]+")
+_FETCH_BATCH = 500
+# What Fetch reads of each meta key: whether it exists, and when it expires.
+FETCH_FIELDS = ("head", "expires")
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script, sent by SHA1 (``EVALSHA``) and by text only after ``NOSCRIPT``."""
+
+    text: str
+    sha: str
+
+    @classmethod
+    def load(cls, name: str, shebang: str) -> Script:
+        folder = files("memvault.backends").joinpath("redis_lua")
+        common = folder.joinpath("common.lua").read_text("utf-8")
+        text = f"{shebang}\n{common}\n{folder.joinpath(name).read_text('utf-8')}"
+        return cls(text, hashlib.sha1(text.encode("utf-8")).hexdigest())
+
+
+# Redis 7 refuses a flagged script that may write before it starts when the server
+# is out of memory, so a write script never stops half-way; reads still run.
+READ = Script.load("read.lua", "#!lua flags=no-writes")
+WRITE = Script.load("write.lua", "#!lua")
+
+
+@dataclass(frozen=True)
+class Eval:
+    """Run ``script`` on one session's keys."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[str | bytes]
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Every key matching ``pattern`` (on a cluster: on every primary)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """``HMGET key *FETCH_FIELDS`` for each key, pipelined."""
+
+    keys: Sequence[bytes]
+
+
+Request = Eval | Scan | Fetch
+Op = Generator[Request, Any, T]
+
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """An operation's result."""
+
+    value: T
+
+
+def advance(op: Op[T], reply: Any) -> Request | Done[T]:
+    """Give ``op`` the reply to its last request; get its next request or its result."""
+    try:
+        return op.send(reply)
+    except StopIteration as done:
+        return Done(done.value)
+
+
+class Layout:
+    """Key names. A session's keys are ``{prefix}:{<id>}:<suffix>``, where ``<id>``
+    is the percent-encoded session id: it never holds a brace, so it is the hash tag
+    (one cluster slot per session), and the encoding is one-to-one, so two ids
+    never share a key.
+
+    Args:
+        prefix: the first part of every key, so several apps can share a database.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
+            raise ConfigurationError(
+                f"prefix must be a non-empty string without braces, not {prefix!r}")
+        self.prefix = prefix
+        glob = re.sub(r"([\\*?\[\]])", r"\\\1", prefix)
+        self.pattern = f"{glob}:{{*}}:{SUFFIXES[0]}"
+
+    def keys(self, session_id: str) -> list[str]:
+        tag = quote(session_id, safe="")
+        return [f"{self.prefix}:{{{tag}}}:{suffix}" for suffix in SUFFIXES]
+
+    def session_id(self, meta_key: bytes) -> str | None:
+        """The session a scanned meta key belongs to (None: not one of ours)."""
+        try:
+            key = meta_key.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        head, tail = f"{self.prefix}:{{", f"}}:{SUFFIXES[0]}"
+        tag = key[len(head):-len(tail)]
+        if not (key.startswith(head) and key.endswith(tail) and _ENCODED.fullmatch(tag)):
+            return None
+        try:
+            session_id = unquote(tag, errors="strict")
+        except UnicodeDecodeError:
+            return None
+        return session_id if quote(session_id, safe="") == tag else None
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8")
+
+
+def _number(value: float) -> str:
+    return repr(float(value))  # round-trips exactly; Lua only compares it
+
+
+def _none(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _context(w: Write) -> list[str]:
+    expires = w.expires_at
+    if expires is None:
+        return [_number(w.now), w.writer, "", ""]
+    return [_number(w.now), w.writer, _number(expires), str(math.ceil(expires * 1000))]
+
+
+def _snapshot(name: str, value: bytes) -> Snapshot:
+    _, head, base, version, length, created, auto = json.loads(value)
+    return Snapshot(name, head, base, version, length, utc(float(created)), bool(auto))
+
+
+def _event(value: bytes) -> Event:
+    version, op, writer, at, head0, base0, head1, base1, detail = json.loads(value)
+    return Event(version, op, writer, utc(float(at)), head0, base0, head1, base1, detail)
+
+
+def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
+    if body is None:
+        raise CorruptRecordError(session_id, depth, "the message is missing")
+    try:
+        return depth, body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(session_id, depth, f"not UTF-8 text ({exc.reason})") from exc
+
+
+def _pairs(records: Sequence[Record]) -> list[str]:
+    return [part for r in records for part in (r.id, r.body)]
+
+
+class Operations:
+    """The backend protocol's operations as request generators."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def _read(self, session_id: str, op: str, now: float, *args: str) -> Eval:
+        return Eval(READ, self.layout.keys(session_id), [op, _number(now), *args])
+
+    def _write(self, session_id: str, op: str, w: Write, *args: str | bytes) -> Eval:
+        return Eval(WRITE, self.layout.keys(session_id), [op, *_context(w), *args])
+
+    def append(
+        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+    ) -> Op[int]:
+        reply = yield self._write(session_id, "append", w, _none(expect_version),
+                                  *_pairs(records))
+        status = reply[0]
+        if status == b"duplicate":
+            stored = sorted(_text(i) for i in reply[1:])
+            raise duplicate_ids(session_id, len(stored), len(records), stored[0])
+        if status == b"conflict":
+            raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
+        return int(reply[1])
+
+    def history(self, session_id: str, last: int | None, now: float) -> Op[list[Stored]]:
+        reply = yield self._read(session_id, "history", now, _none(last))
+        return [_stored(session_id, reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+
+    def info(self, session_id: str, now: float) -> Op[SessionInfo | None]:
+        reply = yield self._read(session_id, "info", now)
+        if reply is None:
+            return None
+        version, length, created, updated, expires = reply
+        return SessionInfo(session_id, version, length, utc(float(created)),
+                           utc(float(updated)), to_datetime(float(expires) if expires else None))
+
+    def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
+        reply = yield self._write(session_id, "pop", w)
+        return None if reply is None else _stored(session_id, reply[0], reply[1])
+
+    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Op[int]:
+        reply = yield self._write(session_id, "trim", w, str(keep_last), op)
+        return int(reply)
+
+    def snapshot(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
+        reply = yield self._write(session_id, "snapshot", w, name)
+        if reply[0] == b"exists":
+            raise snapshot_exists(session_id, name)
+        return _snapshot(name, reply[1])
+
+    def snapshots(self, session_id: str, now: float) -> Op[list[Snapshot]]:
+        reply = yield self._read(session_id, "snapshots", now)
+        named = [(json.loads(reply[i + 1])[0], _text(reply[i]), reply[i + 1])
+                 for i in range(0, len(reply), 2)]
+        return [_snapshot(name, value) for _, name, value in sorted(named)]
+
+    def rollback(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
+        reply = yield self._write(session_id, "rollback", w, name, f"{AUTO_PREFIX}pre-rollback@v")
+        if reply[0] == b"missing":
+            raise snapshot_missing(session_id, name)
+        return _snapshot(_text(reply[1]), reply[2])
+
+    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Op[None]:
+        source = yield self._read(session_id, "fork_read", w.now, _none(at))
+        missing = source[0] == b"missing"
+        reply = yield self._write(new_id, "fork", w, session_id, _none(at),
+                                  "1" if missing else "", *source[1:])
+        if reply[0] == b"conflict":
+            raise session_exists(new_id)
+        if reply[0] == b"missing":
+            raise snapshot_missing(session_id, str(at))
+
+    def log(self, session_id: str, now: float) -> Op[list[Event]]:
+        reply = yield self._read(session_id, "log", now)
+        return [_event(value) for value in reply]
+
+    def delete(self, session_id: str) -> Op[bool]:
+        reply = yield Eval(WRITE, self.layout.keys(session_id), ["delete"])
+        return bool(reply)
+
+    def _scan(self) -> Op[dict[str, bytes]]:
+        """Every session in the database: id -> meta key."""
+        keys = yield Scan(self.layout.pattern)
+        found = {}
+        for key in keys:
+            session_id = self.layout.session_id(key)
+            if session_id is not None:
+                found[session_id] = key
+        return found
+
+    def sessions(self, now: float) -> Op[list[str]]:
+        found = list((yield from self._scan()).items())
+        live = []
+        for start in range(0, len(found), _FETCH_BATCH):
+            batch = found[start:start + _FETCH_BATCH]
+            replies = yield Fetch([key for _, key in batch])
+            for (session_id, _), (head, expires) in zip(batch, replies, strict=True):
+                if head is not None and (expires is None or float(expires) > now):
+                    live.append(session_id)
+        return sorted(live)
+
+    def compact(self, keep_events: int | None, now: float) -> Op[CompactStats]:
+        totals = [0, 0, 0]
+        for session_id in sorted((yield from self._scan())):
+            reply = yield Eval(WRITE, self.layout.keys(session_id),
+                               ["compact", _number(now), _none(keep_events)])
+            totals = [t + int(r) for t, r in zip(totals, reply, strict=True)]
+        return CompactStats(nodes=totals[0], events=totals[1], sessions=totals[2])

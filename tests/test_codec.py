@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memvault import Message, ToolCall
-from memvault.errors import CorruptRecordError
+from memvault.errors import CorruptRecordError, InvalidMessageError
 from memvault.messages import decode_message, encode_message
 
 LIMIT = 4 * 1024 * 1024
@@ -89,3 +89,14 @@ def test_anything_else_is_a_corrupt_record(body: str | bytes) -> None:
     with pytest.raises(CorruptRecordError) as err:
         decode_message("victim", 7, body)
     assert err.value.session_id == "victim" and err.value.depth == 7
+
+
+@pytest.mark.parametrize("update", [{"metadata": {"a": float("nan")}},
+                                    {"content": [{"x": float("inf")}]}])
+def test_a_message_that_skipped_validation_cannot_store_a_non_json_number(
+        update: dict[str, object]) -> None:
+    """model_copy(update=...) skips validation: the NaN must still be refused, not
+    stored as null."""
+    m = Message.user("x").model_copy(update=update)
+    with pytest.raises(InvalidMessageError):
+        encode_message(m, LIMIT)

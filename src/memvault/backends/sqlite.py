@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from memvault.backends.base import Stored
 from memvault.backends.engine import Engine, Node, Row
 from memvault.errors import (
     BackendError,
@@ -73,6 +74,23 @@ WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
     FROM chain c JOIN nodes n ON n.sid = :sid AND n.node = c.parent
     LIMIT :count
 ) SELECT node, parent, depth, msg_id, body FROM chain
+"""
+
+
+# history() in one statement: the live session's (head, base), then the chain walked
+# back from head while depth > base (depths fall by one per step, so this is the
+# engine's "length nodes from head"), newest first, at most :count (-1: all).
+_HISTORY = """
+WITH RECURSIVE chain(sid, base, parent, depth, body) AS (
+    SELECT s.sid, s.base, n.parent, n.depth, n.body
+    FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node = s.head
+    WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now) AND n.depth > s.base
+    UNION ALL
+    SELECT c.sid, c.base, n.parent, n.depth, n.body
+    FROM chain c JOIN nodes n ON n.sid = c.sid AND n.node = c.parent
+    WHERE n.depth > c.base
+    LIMIT :count
+) SELECT depth, body FROM chain
 """
 
 
@@ -261,9 +279,26 @@ class SqliteBackend(Engine):
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[_SqliteTxn]:
         db = self._connect()
+        with self._errors(db), self._begin(db, "IMMEDIATE" if write else "DEFERRED"):
+            yield _SqliteTxn(db)
+
+    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+        """The engine's history() as one statement: a single statement reads one
+        consistent snapshot, so it needs no transaction (four round trips saved)."""
+        db = self._connect()
+        with self._errors(db):
+            rows: list[Stored] = db.execute(_HISTORY, {
+                "name": session_id, "now": now, "count": -1 if last is None else last,
+            }).fetchall()
+        rows.reverse()
+        return rows
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _errors(db: sqlite3.Connection) -> Iterator[None]:
+        """Turn the driver's errors into memvault's, rolling back an open transaction."""
         try:
-            with self._begin(db, "IMMEDIATE" if write else "DEFERRED"):
-                yield _SqliteTxn(db)
+            yield
         except MemvaultError:
             raise
         except sqlite3.OperationalError as exc:

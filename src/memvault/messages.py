@@ -56,23 +56,36 @@ def _utcnow() -> datetime:
 
 def _check_json(value: Any, where: str) -> None:
     """Reject anything that JSON cannot carry exactly (sets, bytes, NaN, non-str keys)."""
+    problem = _json_problem(value)
+    if problem is not None:
+        raise ValueError(f"{where}{problem}")
+
+
+def _json_problem(value: Any) -> str | None:
+    """Where and why ``value`` is not JSON (e.g. ``"['k'][0]: nan is not a JSON number"``).
+
+    Every message is checked on construction and again when read back, so the path is
+    built only on failure, and a dict is tested before the (slower) Mapping ABC.
+    """
     if value is None or isinstance(value, (str, bool, int)):
-        return
+        return None
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where}: {value!r} is not a JSON number")
-        return
+        return None if math.isfinite(value) else f": {value!r} is not a JSON number"
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            _check_json(item, f"{where}[{i}]")
-        return
-    if isinstance(value, Mapping):
+            problem = _json_problem(item)
+            if problem is not None:
+                return f"[{i}]{problem}"
+        return None
+    if isinstance(value, (dict, Mapping)):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ValueError(f"{where}: key {key!r} is not a string")
-            _check_json(item, f"{where}[{key!r}]")
-        return
-    raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
+                return f": key {key!r} is not a string"
+            problem = _json_problem(item)
+            if problem is not None:
+                return f"[{key!r}]{problem}"
+        return None
+    return f": {type(value).__name__} is not a JSON value"
 
 
 class ToolCall(BaseModel):
@@ -130,7 +143,7 @@ class Message(BaseModel):
     @field_validator("metadata", mode="before")
     @classmethod
     def _metadata_is_json(cls, value: Any) -> Any:
-        if not isinstance(value, Mapping):
+        if not isinstance(value, (dict, Mapping)):
             raise ValueError("metadata must be a mapping of JSON values")
         _check_json(value, "metadata")
         return value

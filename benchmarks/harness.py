@@ -9,8 +9,8 @@ that leaves cold caches or garbage behind). The objects alive before timing star
 passes would otherwise walk them all and bill whichever call triggered them.
 
 A comparison may be repeated (``runs``): the reported p50/p90 pool every timed
-call of every run, and the spread of the per-run ratios tells how noisy the
-machine was.
+call of every run; ratios are taken within each run and reported as their median,
+with the lowest and highest run, which tells how noisy the machine was.
 
 Each candidate belongs to a ``group`` (say, "100 messages"); its ratio is taken
 against the baseline candidate of the same group. Any two candidates can also be
@@ -92,16 +92,17 @@ class Result:
 
 @dataclass(frozen=True)
 class Ratio:
-    """``a`` p50 over ``b`` p50: pooled over all runs, and the per-run spread."""
+    """``a`` p50 over ``b`` p50, taken within each run (where both met the same
+    drift): the median over runs, and the lowest and highest run."""
 
-    pooled: float
+    median: float
     low: float
     high: float
 
     def __str__(self) -> str:
         if len({round(self.low, 2), round(self.high, 2)}) == 1:
-            return f"{self.pooled:.2f}x"
-        return f"{self.pooled:.2f}x ({self.low:.2f}-{self.high:.2f})"
+            return f"{self.median:.2f}x"
+        return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
 
 
 @dataclass
@@ -118,10 +119,10 @@ class Comparison:
         return self.results[("", key) if isinstance(key, str) else key]
 
     def ratio(self, a: Key | str, b: Key | str) -> Ratio:
-        """p50 of ``a`` over p50 of ``b``; the spread is over the per-run p50s."""
+        """p50 of ``a`` over p50 of ``b``, run by run; see :class:`Ratio`."""
         ra, rb = self[a], self[b]
         per_run = [x / y for x, y in zip(ra.run_p50s(), rb.run_p50s(), strict=True)]
-        return Ratio(ra.p50 / rb.p50, min(per_run), max(per_run))
+        return Ratio(statistics.median(per_run), min(per_run), max(per_run))
 
     def baseline_ratio(self, key: Key) -> Ratio | None:
         """The ratio against the baseline of ``key``'s group (None if it has none)."""
@@ -202,8 +203,8 @@ def _us(seconds: float) -> str:
 def markdown_table(comparisons: Sequence[Comparison]) -> str:
     """One Markdown table for several comparisons: p50, p90 (microseconds) and ratio.
 
-    The ratio column divides each candidate's p50 by its group's baseline p50; the
-    parenthesis gives the lowest and highest per-run ratio when there were runs > 1.
+    The ratio column divides each candidate's p50 by its group's baseline p50, run
+    by run: the median run, then the lowest and highest run when they differ.
     """
     lines = [
         "| figure | candidate | p50 (µs) | p90 (µs) | p50 vs baseline |",

@@ -28,7 +28,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticSerializationError
 
 from memvault.errors import CorruptRecordError, DuplicateMessageError, InvalidMessageError
 
@@ -65,23 +64,36 @@ def _utcnow() -> datetime:
 
 def _check_json(value: Any, where: str) -> None:
     """Reject anything that JSON cannot carry exactly (sets, bytes, NaN, non-str keys)."""
+    problem = _json_problem(value)
+    if problem is not None:
+        raise ValueError(f"{where}{problem}")
+
+
+def _json_problem(value: Any) -> str | None:
+    """Where and why ``value`` is not JSON (e.g. ``"['k'][0]: nan is not a JSON number"``).
+
+    Every message is checked on construction and again when read back, so the path is
+    built only on failure, and a dict is tested before the (slower) Mapping ABC.
+    """
     if value is None or isinstance(value, (str, bool, int)):
-        return
+        return None
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where}: {value!r} is not a JSON number")
-        return
+        return None if math.isfinite(value) else f": {value!r} is not a JSON number"
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            _check_json(item, f"{where}[{i}]")
-        return
-    if isinstance(value, Mapping):
+            problem = _json_problem(item)
+            if problem is not None:
+                return f"[{i}]{problem}"
+        return None
+    if isinstance(value, (dict, Mapping)):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ValueError(f"{where}: key {key!r} is not a string")
-            _check_json(item, f"{where}[{key!r}]")
-        return
-    raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
+                return f": key {key!r} is not a string"
+            problem = _json_problem(item)
+            if problem is not None:
+                return f"[{key!r}]{problem}"
+        return None
+    return f": {type(value).__name__} is not a JSON value"
 
 
 class ToolCall(BaseModel):
@@ -139,7 +151,7 @@ class Message(BaseModel):
     @field_validator("metadata", mode="before")
     @classmethod
     def _metadata_is_json(cls, value: Any) -> Any:
-        if not isinstance(value, Mapping):
+        if not isinstance(value, (dict, Mapping)):
             raise ValueError("metadata must be a mapping of JSON values")
         _check_json(value, "metadata")
         return value
@@ -202,6 +214,7 @@ class Record:
 
 
 MessageLike = Message | Mapping[str, Any]
+_ENVELOPE_START = b'{"v":%d,"m":' % FORMAT_VERSION
 
 
 def encode_message(message: MessageLike, max_bytes: int) -> Record:
@@ -214,20 +227,22 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
     try:
         if not isinstance(message, Message):
             message = Message.model_validate(message)
-        body = json.dumps(
-            {"v": FORMAT_VERSION, "m": message.model_dump(mode="json", warnings="error")},
-            ensure_ascii=False,
-            allow_nan=False,
-            separators=(",", ":"),
-        )
-        size = len(body.encode("utf-8"))  # a lone surrogate fails here
-    except (ValidationError, PydanticSerializationError, ValueError, TypeError) as exc:
+        # model_construct and model_copy(update=...) skip validation, and pydantic
+        # would write a NaN there as null: check the JSON values again (cheap).
+        _check_json(message.metadata, "metadata")
+        if isinstance(message.content, list):
+            _check_json(message.content, "content")
+        # pydantic-core writes the JSON of json.dumps(model_dump(mode="json"),
+        # ensure_ascii=False, compact separators) straight to UTF-8, several times
+        # faster; a lone surrogate fails here (PydanticSerializationError is a ValueError).
+        body = b"".join((_ENVELOPE_START, message.__pydantic_serializer__.to_json(message), b"}"))
+    except (ValidationError, ValueError, TypeError) as exc:
         raise InvalidMessageError(f"invalid message: {exc}") from exc
-    if size > max_bytes:
+    if len(body) > max_bytes:
         raise InvalidMessageError(
-            f"message {message.id!r} is {size} bytes encoded; the limit is {max_bytes}"
+            f"message {message.id!r} is {len(body)} bytes encoded; the limit is {max_bytes}"
         )
-    return Record(message.id, body)
+    return Record(message.id, body.decode("utf-8"))
 
 
 def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int) -> list[Record]:
@@ -245,8 +260,28 @@ def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int
     return records
 
 
+class _Envelope(BaseModel):
+    """The stored envelope, for pydantic to parse and validate in one pass.
+
+    It accepts only what the step-by-step decoding in :func:`decode_message` accepts
+    (``Literal[1]`` takes 1, 1.0 and true, as ``!= 1`` does; the message's own
+    validators run either way), so it is a shortcut, not a second format.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: Literal[1]
+    m: Message
+
+
 def decode_message(session_id: str, depth: int, body: str | bytes) -> Message:
     """Decode a stored envelope, or raise CorruptRecordError naming session and depth."""
+    try:
+        # Parsing and validating in pydantic's core costs half of json.loads followed by
+        # model_validate: reading a history is mostly this call.
+        return _Envelope.model_validate_json(body).m
+    except ValidationError:
+        pass  # the steps below tell what is wrong, or accept what the shortcut did not
     try:
         envelope = json.loads(body)
         if not isinstance(envelope, dict) or set(envelope) != {"v", "m"}:

@@ -20,12 +20,12 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from memvault.backends.base import Stored
 from memvault.backends.engine import Engine, Node, Row
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
     ConfigurationError,
-    MemvaultError,
 )
 from memvault.model import Event, Snapshot, utc
 from memvault.urls import call_with_options
@@ -76,12 +76,42 @@ WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
 """
 
 
+# history() in one statement: the live session's (head, base), then the chain walked
+# back from head while depth > base (depths fall by one per step, so this is the
+# engine's "length nodes from head"), newest first, at most :count (-1: all).
+_HISTORY = """
+WITH RECURSIVE chain(sid, base, parent, depth, body) AS (
+    SELECT s.sid, s.base, n.parent, n.depth, n.body
+    FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node = s.head
+    WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now) AND n.depth > s.base
+    UNION ALL
+    SELECT c.sid, c.base, n.parent, n.depth, n.body
+    FROM chain c JOIN nodes n ON n.sid = c.sid AND n.node = c.parent
+    WHERE n.depth > c.base
+    LIMIT :count
+) SELECT depth, body FROM chain
+"""
+
+
+_MAX_IN = 64
+_PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
+
+
 def _snapshot(r: Sequence[Any]) -> Snapshot:
     return Snapshot(r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]))
 
 
 def _event(r: Sequence[Any]) -> Event:
     return Event(r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]))
+
+
+def _driver_error(db: sqlite3.Connection, exc: sqlite3.Error) -> BackendError:
+    """memvault's error for a driver's, once an open transaction is rolled back."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+        return BackendUnavailableError(f"SQLite database is locked: {exc}")
+    return BackendError(f"SQLite failed: {exc}")
 
 
 class _SqliteTxn:
@@ -116,9 +146,13 @@ class _SqliteTxn:
         return nodes
 
     def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
-        cur = self._db.execute(
-            "SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN (SELECT value FROM json_each(?))",
-            (row.key, json.dumps(list(ids))))
+        if len(ids) <= _MAX_IN:  # the usual turn: bound ids are cheaper than json_each
+            sql = f"SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN ({_PARAMS[len(ids)]})"
+            cur = self._db.execute(sql, (row.key, *ids))
+        else:  # a large batch, past what a statement may bind
+            cur = self._db.execute(
+                "SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN"
+                " (SELECT value FROM json_each(?))", (row.key, json.dumps(list(ids))))
         return {r[0] for r in cur}
 
     def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
@@ -264,18 +298,21 @@ class SqliteBackend(Engine):
         try:
             with self._begin(db, "IMMEDIATE" if write else "DEFERRED"):
                 yield _SqliteTxn(db)
-        except MemvaultError:
-            raise
-        except sqlite3.OperationalError as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise BackendUnavailableError(f"SQLite database is locked: {exc}") from exc
-            raise BackendError(f"SQLite failed: {exc}") from exc
         except sqlite3.Error as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise BackendError(f"SQLite failed: {exc}") from exc
+            raise _driver_error(db, exc) from exc
+
+    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+        """The engine's history() as one statement: a single statement reads one
+        consistent snapshot, so it needs no transaction (four round trips saved)."""
+        db = self._connect()
+        try:
+            rows: list[Stored] = db.execute(_HISTORY, {
+                "name": session_id, "now": now, "count": -1 if last is None else last,
+            }).fetchall()
+        except sqlite3.Error as exc:
+            raise _driver_error(db, exc) from exc
+        rows.reverse()
+        return rows
 
     def close(self) -> None:
         with self._lock:

@@ -18,6 +18,7 @@ import memvault
 from memvault.aio import AsyncSession, AsyncStore
 from memvault.backends.base import ThreadedAsyncBackend
 from memvault.store import Store, split_options
+from memvault.urls import redact
 
 T = TypeVar("T")
 
@@ -102,6 +103,9 @@ class Opener:
     options: dict[str, Any] = field(default_factory=dict)
     factory: BackendFactory | None = None
     async_factory: BackendFactory | None = None
+
+    def __repr__(self) -> str:  # shown in test ids and failures: never the password
+        return f"Opener({redact(self.url)!r}, face={self.face!r})"
 
     def _open(self, merged: dict[str, Any]) -> Any:
         """The sync store, or the native AsyncStore (for the async face)."""

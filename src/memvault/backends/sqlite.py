@@ -28,7 +28,7 @@ from memvault.errors import (
     MemvaultError,
 )
 from memvault.model import Event, Snapshot, utc
-from memvault.urls import call_with_options
+from memvault.urls import call_with_options, redact
 
 SCHEMA_VERSION = 1
 MIGRATIONS = {
@@ -216,7 +216,7 @@ class SqliteBackend(Engine):
                                  timeout=self._busy_ms / 1000)
             db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             db.execute(f"PRAGMA synchronous = {self._synchronous}")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
             raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         with self._lock:
             self._all.append(db)
@@ -291,6 +291,6 @@ def open_backend(url: str, **options: Any) -> SqliteBackend:
     prefix = "sqlite:///"
     if not url.lower().startswith(prefix) or len(url) == len(prefix):
         raise ConfigurationError(
-            f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db, not {url!r}")
+            f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db, not {redact(url)!r}")
     backend: SqliteBackend = call_with_options(SqliteBackend, url, url[len(prefix):], **options)
     return backend

@@ -15,12 +15,13 @@ import pickle
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import memvault
-from memvault import CorruptRecordError, MemvaultError, Message
+from memvault import CorruptRecordError, MemvaultError, Message, SnapshotNotFoundError
 from memvault.testing.opener import Opener
 
 SECRET = "pw-s3cret-Zq9"
@@ -183,3 +184,48 @@ def test_planted_pickle_is_refused_as_corrupt(tmp_path: Path, protocol: int,
             store.session("victim").history()
         assert (caught.value.session_id, caught.value.depth) == ("victim", 2)
     assert not marker.exists()
+
+
+# --- injection through session ids and snapshot names -------------------------------
+
+PAYLOADS = [
+    "'; DROP TABLE nodes; --", "\"; DROP TABLE sessions; --", "x' OR '1'='1", "1; SELECT 1",
+    "a%", "a_", "ab", "%", "_", "*", "?", "[a-z]", "a*", "\\", "\\'", "$.m", "{a}", "{a}b", "}{",
+    "memvault:*", "mv:{s}:nodes", "%a%d%s", "KEYS *", "redis.call('FLUSHALL')", "]]--",
+    "nul\x00after", "\u202etxt.exe", "😀", "a" * 256,
+]
+
+
+@pytest.fixture
+def store(any_store_url: str) -> Iterator[memvault.Store]:
+    with memvault.open(any_store_url) as opened:
+        yield opened
+
+
+def test_hostile_session_ids_and_snapshot_names_stay_apart(store: memvault.Store) -> None:
+    """SQL, LIKE/glob wildcards, Redis key syntax and hash tags, Lua and JSON-path text,
+    used as session ids and snapshot names, only ever address themselves. Failing:
+    string-built queries or keys, LIKE/GLOB/KEYS matching, a shared hash tag."""
+    for i, payload in enumerate(PAYLOADS):
+        s = store.session(payload)
+        s.append([Message.user(f"msg {i}")])
+        for name in PAYLOADS:
+            if name not in ("a_", "_", "?"):  # kept absent, to catch wildcard matching
+                s.snapshot(name)
+    assert store.sessions() == sorted(PAYLOADS)
+    names = [n for n in PAYLOADS if n not in ("a_", "_", "?")]
+    for i, payload in enumerate(PAYLOADS):
+        s = store.session(payload)
+        assert [m.content for m in s.history()] == [f"msg {i}"]
+        assert [x.name for x in s.snapshots()] == names
+        for absent in ("a_", "_", "?"):
+            with pytest.raises(SnapshotNotFoundError):
+                s.rollback(absent)
+    assert store.session("a%").delete() and store.session("%").delete()
+    assert store.session("*").delete()
+    assert store.sessions() == sorted(set(PAYLOADS) - {"a%", "%", "*"})
+    for i, payload in enumerate(PAYLOADS):
+        if payload not in ("a%", "%", "*"):
+            assert [m.content for m in store.session(payload).history()] == [f"msg {i}"]
+            store.session(payload).rollback("'; DROP TABLE nodes; --")
+            assert len(store.session(payload).snapshots()) == len(names) + 1

@@ -216,3 +216,8 @@ def compact(
         stats = store.compact(keep_events=keep_events)
         out.print(f"removed {stats.nodes} messages, {stats.events} events, "
                   f"{stats.sessions} expired sessions")
+
+
+from memvault import torture  # noqa: E402 - registers its command on the app above
+
+torture.register(app)

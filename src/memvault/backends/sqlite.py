@@ -84,6 +84,13 @@ def _event(r: Sequence[Any]) -> Event:
     return Event(r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]))
 
 
+def _describe(exc: sqlite3.Error) -> str:
+    """The error with SQLite's extended code: "disk I/O error" alone does not say that
+    a write failed (SQLITE_IOERR_WRITE, e.g. a file size limit)."""
+    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
+    return f"{exc} ({name})" if name else str(exc)
+
+
 class _SqliteTxn:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -271,11 +278,11 @@ class SqliteBackend(Engine):
                 db.execute("ROLLBACK")
             if "locked" in str(exc) or "busy" in str(exc):
                 raise BackendUnavailableError(f"SQLite database is locked: {exc}") from exc
-            raise BackendError(f"SQLite failed: {exc}") from exc
+            raise BackendError(f"SQLite failed: {_describe(exc)}") from exc
         except sqlite3.Error as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
-            raise BackendError(f"SQLite failed: {exc}") from exc
+            raise BackendError(f"SQLite failed: {_describe(exc)}") from exc
 
     def close(self) -> None:
         with self._lock:

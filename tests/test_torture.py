@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import memvault
 from memvault import ConfigurationError
 from memvault.testing.opener import Opener
 from memvault.torture import Settings, audit_history, audit_records, run_torture
@@ -55,6 +56,8 @@ def test_cli_run_with_kills_on_sqlite_is_clean(tmp_path: Path) -> None:
     for column in ("lost", "duplicated", "reordered", "torn", "corrupted", "p50 ms", "p99 ms"):
         assert column in done.stdout
     assert Path(report["history_file"]).exists()
+    with memvault.open(f"sqlite:///{tmp_path}/t.db") as store:
+        assert store.sessions() == []  # a clean run removes its sessions (unless --keep)
 
 
 def test_async_face_and_durability_option(tmp_path: Path) -> None:
@@ -82,6 +85,8 @@ def test_broken_backends_are_caught(backend: type, finding: str, tmp_path: Path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert not report["ok"] and report["findings"][finding]["count"] > 0, report["findings"]
     assert "FAILED" in done.stdout
+    with memvault.open(f"sqlite:///{tmp_path}/t.db") as store:
+        assert store.sessions() == report["run"]["sessions"]  # kept for inspection
 
 
 def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from memvault.torture.audit import audit_history, audit_records
 from memvault.torture.command import register
 from memvault.torture.report import TortureReport
-from memvault.torture.runner import Settings, Status, run_torture
+from memvault.torture.runner import Settings, Status, cleanup, run_torture
 
-__all__ = ["Settings", "Status", "TortureReport", "audit_history", "audit_records", "register",
-           "run_torture"]
+__all__ = ["Settings", "Status", "TortureReport", "audit_history", "audit_records", "cleanup",
+           "register", "run_torture"]

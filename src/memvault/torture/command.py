@@ -16,7 +16,7 @@ from memvault.errors import ConfigurationError, MemvaultError
 from memvault.testing.opener import Opener
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
-from memvault.torture.runner import Settings, Status, prepare, run_torture
+from memvault.torture.runner import Settings, Status, cleanup, prepare, run_torture
 from memvault.urls import redact
 
 out = Console(highlight=False, soft_wrap=True)
@@ -116,6 +116,9 @@ def torture(
     ] = None,
     face: Annotated[str, typer.Option(help="API face the workers use: sync or async.")
                     ] = "sync",
+    keep: Annotated[bool, typer.Option(
+        help="Keep the run's sessions in the store (always kept after a violation).")
+    ] = False,
 ) -> None:
     """Hammer a store with killed and restarted worker processes, then prove that every
     acknowledged change is accounted for. Exit code 1 on any violation."""
@@ -134,6 +137,8 @@ def torture(
                   f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "
                   f"fault rate {fault_rate:g}")
         report = _run(opener, settings)
+        if report.ok and not keep:
+            cleanup(opener, report.run["sessions"])
     except MemvaultError as exc:
         err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True)
         raise typer.Exit(1) from None

@@ -260,3 +260,14 @@ def run_torture(store: str | Opener, settings: Settings | None = None,
 def _whole_lines(text: str) -> str:
     """A part without the line its writer was killed in the middle of, if any."""
     return text if text.endswith("\n") or not text else text[: text.rfind("\n") + 1]
+
+
+def cleanup(store: str | Opener, sessions: list[str]) -> None:
+    """Delete a run's sessions (physically) from the store."""
+    opener = store if isinstance(store, Opener) else Opener(store)
+    handle = opener(writer="torture-verifier")
+    try:
+        for sid in sessions:
+            handle.session(sid).delete()
+    finally:
+        handle.close()

@@ -210,6 +210,20 @@ def fill(url: str, limit_from: list[str], conn: Any) -> None:
     store.close()
 
 
+def run_fill(path: Path, limit_from: list[str]) -> list[Any]:
+    """Run :func:`fill` in a child process; its replies, in order."""
+    parent, child_end = SPAWN.Pipe()
+    child = SPAWN.Process(target=fill, args=(f"sqlite:///{path}", limit_from, child_end))
+    child.start()
+    replies = []
+    while child.is_alive() or parent.poll():
+        if parent.poll(0.5):
+            replies.append(parent.recv())
+    child.join()
+    assert child.exitcode == 0
+    return replies
+
+
 def seeded(path: Path) -> list[Message]:
     with memvault.open(f"sqlite:///{path}") as store:
         store.session("crash").append(batch("seed"))
@@ -247,16 +261,7 @@ def test_file_size_limit_is_a_backend_error_and_loses_nothing(tmp_path: Path) ->
     before is stored; nothing of the failed batch is."""
     path = tmp_path / "x.db"
     seed = seeded(path)
-    parent, child_end = SPAWN.Pipe()
-    child = SPAWN.Process(target=fill, args=(
-        f"sqlite:///{path}", [str(path), f"{path}-wal"], child_end))
-    child.start()
-    replies = []
-    while child.is_alive() or parent.poll():
-        if parent.poll(0.5):
-            replies.append(parent.recv())
-    child.join()
-    assert child.exitcode == 0
+    replies = run_fill(path, [str(path), f"{path}-wal"])
     assert any(r[0] == "read" for r in replies)  # reads still work after the error
     check_after_full_disk(path, replies, seed, room_after=True)
 
@@ -280,13 +285,6 @@ def test_full_disk_is_a_backend_error_and_loses_nothing(small_disk: Path) -> Non
     """A filesystem that runs out of space (ENOSPC, SQLITE_FULL): the same promises."""
     path = small_disk / "x.db"
     seed = seeded(path)
-    parent, child_end = SPAWN.Pipe()
-    child = SPAWN.Process(target=fill, args=(f"sqlite:///{path}", [], child_end))
-    child.start()
-    replies = []
-    while child.is_alive() or parent.poll():
-        if parent.poll(0.5):
-            replies.append(parent.recv())
-    child.join()
+    replies = run_fill(path, [])
     assert "disk is full" in next(r[3] for r in replies if r[0] == "failed")
     check_after_full_disk(path, replies, seed, room_after=False)

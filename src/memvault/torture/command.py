@@ -144,7 +144,8 @@ def torture(
         raise typer.Exit(1) from None
     print_report(report)
     if json_path is not None:
-        json_path.write_text(report.to_json(), encoding="utf-8")
+        json_path.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=2),
+                             encoding="utf-8")
     verdict = "[green]OK[/green]: every acknowledged change is accounted for" if report.ok \
         else f"[red]FAILED[/red]: {sum(f.count for f in report.violations().values())} violations"
     out.print(f"{verdict} (seed {report.run.get('seed')}; history: {report.history_file})")

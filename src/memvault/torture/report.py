@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -92,12 +91,8 @@ class TortureReport:
         return {name: f for name, f in self.findings.items() if f.count}
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["ok"] = self.ok
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+        """Everything, JSON-serializable, with ``ok``."""
+        return {**asdict(self), "ok": self.ok}
 
     def summary(self) -> str:
         """A paragraph for an assertion message or a terminal."""

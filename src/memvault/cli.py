@@ -246,3 +246,8 @@ def migrate(
         raise ConfigurationError(f"--schema applies to PostgreSQL only, not {redact(target)!r}")
     memvault.open(target).close()
     out.print(f"{redact(target)}: schema is up to date (applied when a store is opened)")
+
+
+from memvault import torture  # noqa: E402 - registers its command on the app above
+
+torture.register(app)

@@ -7,7 +7,6 @@ import importlib
 import os
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from memvault.errors import ConfigurationError
 
@@ -34,17 +33,19 @@ def resolve(url: str | None) -> str:
     return url
 
 
+# user:password@ right after a "//", up to the first "/", "?" or "#". Matched by hand:
+# urlsplit finds no password when the scheme is not a valid one ("://u:pw@h",
+# "bäd://u:pw@h") and raises on a bad host ("[bad"), yet such strings end up in errors.
+_USERINFO = re.compile(r"^(?P<head>.*?//)(?P<userinfo>[^/?#]*)@", re.DOTALL)
+
+
 def redact(url: str) -> str:
     """The URL with any password replaced by ``***`` (for errors, logs and repr)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
+    match = _USERINFO.match(url)
+    if match is None or ":" not in match["userinfo"]:
         return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return parts._replace(netloc=f"{user}:***@{netloc[1]}").geturl()
+    user = match["userinfo"].split(":", 1)[0]
+    return f"{match['head']}{user}:***@{url[match.end():]}"
 
 
 def open_backend(url: str, options: dict[str, Any], *, asynchronous: bool) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 from memvault.backends.engine import Engine, Node, Row
 from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot
-from memvault.urls import call_with_options
+from memvault.urls import call_with_options, redact
 
 
 @dataclass
@@ -117,6 +117,6 @@ def open_backend(url: str, **options: Any) -> MemoryBackend:
     """Open ``memory://`` (it takes no path, host or option)."""
     if url.rstrip("/") not in ("memory:", "memory:/"):
         raise ConfigurationError(
-            f"the memory store takes no path or host: use 'memory://', not {url!r}")
+            f"the memory store takes no path or host: use 'memory://', not {redact(url)!r}")
     backend: MemoryBackend = call_with_options(MemoryBackend, url, **options)
     return backend

@@ -28,7 +28,7 @@ from memvault.errors import (
     ConfigurationError,
 )
 from memvault.model import Event, Snapshot, utc
-from memvault.urls import call_with_options
+from memvault.urls import call_with_options, redact
 
 SCHEMA_VERSION = 1
 MIGRATIONS = {
@@ -106,12 +106,17 @@ def _event(r: Sequence[Any]) -> Event:
 
 
 def _driver_error(db: sqlite3.Connection, exc: sqlite3.Error) -> BackendError:
-    """memvault's error for a driver's, once an open transaction is rolled back."""
+    """memvault's error for a driver's, once an open transaction is rolled back.
+
+    The message carries SQLite's extended code: "disk I/O error" alone does not say
+    that a write failed (SQLITE_IOERR_WRITE, e.g. a file size limit).
+    """
     if db.in_transaction:
         db.execute("ROLLBACK")
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
         return BackendUnavailableError(f"SQLite database is locked: {exc}")
-    return BackendError(f"SQLite failed: {exc}")
+    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
+    return BackendError(f"SQLite failed: {exc} ({name})" if name else f"SQLite failed: {exc}")
 
 
 class _SqliteTxn:
@@ -250,7 +255,7 @@ class SqliteBackend(Engine):
                                  timeout=self._busy_ms / 1000)
             db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             db.execute(f"PRAGMA synchronous = {self._synchronous}")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
             raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         with self._lock:
             self._all.append(db)
@@ -328,6 +333,6 @@ def open_backend(url: str, **options: Any) -> SqliteBackend:
     prefix = "sqlite:///"
     if not url.lower().startswith(prefix) or len(url) == len(prefix):
         raise ConfigurationError(
-            f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db, not {url!r}")
+            f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db, not {redact(url)!r}")
     backend: SqliteBackend = call_with_options(SqliteBackend, url, url[len(prefix):], **options)
     return backend

@@ -1,16 +1,94 @@
-"""memvault's pytest toolkit: the contract suite any backend can subclass.
+"""memvault's pytest toolkit: certify any memory backend, ours or yours.
 
 Example::
 
+    import pytest
     from memvault.testing import StoreContract
 
     class TestMyStore(StoreContract):
         @pytest.fixture
         def store_url(self, tmp_path):
             return f"sqlite:///{tmp_path}/memory.db"
+
+Names are imported on first use, so importing the pytest plugin stays cheap.
+See docs/testing.md.
 """
 
-from memvault.testing.contract import AsyncStoreContract, StoreContract
-from memvault.testing.opener import Opener
+from __future__ import annotations
 
-__all__ = ["AsyncStoreContract", "Opener", "StoreContract"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "AsyncStoreContract": "memvault.testing.contract",
+    "StoreContract": "memvault.testing.contract",
+    "BasicsContract": "memvault.testing.contract",
+    "ConcurrencyContract": "memvault.testing.contract",
+    "DurabilityContract": "memvault.testing.contract",
+    "FaultsContract": "memvault.testing.contract",
+    "InputsContract": "memvault.testing.contract",
+    "ModelContract": "memvault.testing.contract",
+    "SerializationContract": "memvault.testing.contract",
+    "SnapshotsContract": "memvault.testing.contract",
+    "TtlContract": "memvault.testing.contract",
+    "WritesContract": "memvault.testing.contract",
+    "ALL_CAPABILITIES": "memvault.testing.contract",
+    "Opener": "memvault.testing.opener",
+    "BackendFactory": "memvault.testing.opener",
+    "check_concurrent_appends": "memvault.testing.lostwrites",
+    "analyze_history": "memvault.testing.lostwrites",
+    "LostWriteReport": "memvault.testing.report",
+    "Finding": "memvault.testing.report",
+    "dump_state": "memvault.testing.state",
+    "dump_state_async": "memvault.testing.state",
+    "diff_states": "memvault.testing.state",
+    "render_state": "memvault.testing.state",
+    "StoreStateExtension": "memvault.testing.syrupy_ext",
+    "FaultInjector": "memvault.testing.faults",
+    "inject_faults": "memvault.testing.faults",
+    "StoreModel": "memvault.testing.model",
+    "model_machine": "memvault.testing.model",
+    "check_against_model": "memvault.testing.model",
+    "open_seeded": "memvault.testing.seeds",
+    "copy_sqlite": "memvault.testing.seeds",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'memvault.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from memvault.testing.contract import (
+        ALL_CAPABILITIES,
+        AsyncStoreContract,
+        BasicsContract,
+        ConcurrencyContract,
+        DurabilityContract,
+        FaultsContract,
+        InputsContract,
+        ModelContract,
+        SerializationContract,
+        SnapshotsContract,
+        StoreContract,
+        TtlContract,
+        WritesContract,
+    )
+    from memvault.testing.faults import FaultInjector, inject_faults
+    from memvault.testing.lostwrites import analyze_history, check_concurrent_appends
+    from memvault.testing.model import StoreModel, check_against_model, model_machine
+    from memvault.testing.opener import BackendFactory, Opener
+    from memvault.testing.report import Finding, LostWriteReport
+    from memvault.testing.seeds import copy_sqlite, open_seeded
+    from memvault.testing.state import diff_states, dump_state, dump_state_async, render_state
+    from memvault.testing.syrupy_ext import StoreStateExtension

@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import memvault
 from memvault.aio import AsyncSession, AsyncStore
+from memvault.backends.base import ThreadedAsyncBackend
+from memvault.store import Store, split_options
+from memvault.urls import redact
 
 T = TypeVar("T")
 
@@ -47,6 +50,11 @@ class Blocking:
     def __repr__(self) -> str:
         return f"Blocking({self._target!r})"
 
+    @property
+    def target(self) -> Any:
+        """The wrapped AsyncStore or AsyncSession."""
+        return self._target
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._target, name)
         if not callable(attr):
@@ -69,29 +77,61 @@ class Blocking:
             self._loop.stop()
 
 
+BackendFactory = Callable[..., Any]
+"""Makes a backend (the :class:`~memvault.backends.base.Backend` protocol) from the
+backend's own keyword options. Must be picklable (a module-level function or class, or
+a :func:`functools.partial` of one) so worker processes can open their own."""
+
+
 @dataclass(frozen=True)
 class Opener:
     """A picklable recipe for a store: worker processes use it to connect on their own.
 
     Attributes:
-        url: the store URL.
+        url: the store URL; with ``factory``, only a label shown in ``repr`` and reports.
         face: ``"sync"`` returns a :class:`memvault.Store`; ``"async"`` an
             :class:`~memvault.AsyncStore` behind a :class:`Blocking` proxy.
         options: keyword options for ``memvault.open`` / ``open_async``.
+        factory: for a backend no URL scheme reaches (a third party's): called with
+            the backend's own options, it returns a sync backend. The async face runs
+            it on worker threads unless ``async_factory`` is given.
+        async_factory: like ``factory``, returning a native async backend.
     """
 
     url: str
     face: Literal["sync", "async"] = "sync"
     options: dict[str, Any] = field(default_factory=dict)
+    factory: BackendFactory | None = None
+    async_factory: BackendFactory | None = None
+
+    def __repr__(self) -> str:  # shown in test ids and failures: never the password
+        return f"Opener({redact(self.url)!r}, face={self.face!r})"
+
+    def _open(self, merged: dict[str, Any]) -> Any:
+        """The sync store, or the native AsyncStore (for the async face)."""
+        if self.factory is None and self.async_factory is None:
+            if self.face == "sync":
+                return memvault.open(self.url, **merged)
+            return memvault.open_async(self.url, **merged)
+        opts, backend_options = split_options(self.url, merged)
+        if self.face == "sync":
+            assert self.factory is not None, "a sync face needs `factory`"
+            return Store(self.factory(**backend_options), opts)
+        if self.async_factory is not None:
+            return AsyncStore(self.async_factory(**backend_options), opts)
+        assert self.factory is not None
+        return AsyncStore(ThreadedAsyncBackend(self.factory(**backend_options)), opts)
 
     def __call__(self, **options: Any) -> Any:
+        """Open a new handle on the store; ``options`` override the recipe's."""
         merged = {**self.options, **options}
         if self.face == "sync":
-            return memvault.open(self.url, **merged)
+            return self._open(merged)
         loop = _LoopThread()
 
         async def start() -> AsyncStore:
-            return memvault.open_async(self.url, **merged)
+            store: AsyncStore = self._open(merged)
+            return store
 
         try:
             return Blocking(loop.run(start()), loop)

@@ -1,7 +1,11 @@
 """The contract suite: subclass :class:`StoreContract` (or :class:`AsyncStoreContract`)
-and give it a ``store_url`` fixture naming an empty store.
+and give it a ``store_url`` fixture naming an empty store (or a ``backend_factory``).
 
-Each part can also be used alone (``BasicsContract``, ``WritesContract``, …).
+Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
+fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
+(snapshots and rollback), ``SerializationContract``, ``InputsContract``,
+``ConcurrencyContract``, ``DurabilityContract`` (reopen), ``TtlContract``,
+``FaultsContract`` (errors and retries) and ``ModelContract`` (against the reference).
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from memvault.testing.contract.base import ALL_CAPABILITIES, ContractBase
 from memvault.testing.contract.basics import BasicsContract
 from memvault.testing.contract.concurrency import ConcurrencyContract
 from memvault.testing.contract.durability import DurabilityContract
+from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
+from memvault.testing.contract.model import ModelContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.ttl import TtlContract
@@ -26,6 +32,8 @@ class StoreContract(
     ConcurrencyContract,
     DurabilityContract,
     TtlContract,
+    FaultsContract,
+    ModelContract,
 ):
     """The whole contract, driven through the sync API."""
 
@@ -45,7 +53,9 @@ __all__ = [
     "ConcurrencyContract",
     "ContractBase",
     "DurabilityContract",
+    "FaultsContract",
     "InputsContract",
+    "ModelContract",
     "SerializationContract",
     "SnapshotsContract",
     "StoreContract",

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import pytest
 
 from memvault.messages import Message
-from memvault.testing.opener import Opener
+from memvault.testing.opener import BackendFactory, Opener
 from memvault.testing.workers import turn
 
 __all__ = ["ContractBase", "texts", "turn", "users"]
@@ -20,8 +20,11 @@ class ContractBase:
     """What a backend's test class provides, and what the contract parts use.
 
     Provide a ``store_url`` fixture that names an empty store (a fresh file, a
-    flushed database, a new schema). Every call of the ``opener`` fixture then
-    opens a new connection to that same store; worker processes receive it pickled.
+    flushed database, a new schema), or, for a backend no URL scheme reaches, a
+    ``backend_factory`` fixture returning a picklable callable that opens the
+    backend on an empty store (see :class:`~memvault.testing.Opener`). Every call
+    of the ``opener`` fixture then opens a new connection to that same store;
+    worker processes receive it pickled.
 
     Class attributes:
         face: ``"sync"`` or ``"async"``: which API the contract drives.
@@ -36,8 +39,17 @@ class ContractBase:
     capabilities: ClassVar[frozenset[str]] = ALL_CAPABILITIES
 
     @pytest.fixture
-    def store_url(self) -> str:
-        pytest.fail("the test class must define a `store_url` fixture naming an empty store")
+    def backend_factory(self) -> BackendFactory | None:
+        """A picklable callable returning a backend on an empty store (override for a
+        backend without a URL scheme); None: open ``store_url``."""
+        return None
+
+    @pytest.fixture
+    def store_url(self, backend_factory: BackendFactory | None) -> str:
+        if backend_factory is None:
+            pytest.fail("the test class must define a `store_url` fixture naming an empty "
+                        "store, or a `backend_factory` fixture")
+        return f"factory:{getattr(backend_factory, '__qualname__', type(backend_factory).__name__)}"
 
     @pytest.fixture
     def store_options(self) -> dict[str, Any]:
@@ -45,8 +57,10 @@ class ContractBase:
         return {}
 
     @pytest.fixture
-    def opener(self, store_url: str, store_options: dict[str, Any]) -> Opener:
-        return Opener(store_url, self.face, store_options)  # type: ignore[arg-type]
+    def opener(self, store_url: str, store_options: dict[str, Any],
+               backend_factory: BackendFactory | None) -> Opener:
+        """Opens a new handle on the test's store at each call; picklable."""
+        return Opener(store_url, self.face, store_options, backend_factory)  # type: ignore[arg-type]
 
     @pytest.fixture
     def store(self, opener: Opener) -> Iterator[Any]:
@@ -55,6 +69,7 @@ class ContractBase:
         store.close()
 
     def require(self, capability: str) -> None:
+        """Skip the calling test, naming the capability the backend declares it lacks."""
         if capability not in self.capabilities:
             pytest.skip(f"the backend declares no {capability!r} capability")
 

@@ -1,0 +1,188 @@
+"""Model-based testing: any backend against the in-memory reference, step by step.
+
+A Hypothesis :class:`~hypothesis.stateful.RuleBasedStateMachine` applies the same
+random operations (append, batch append, idempotent retries, pop, trim, clear,
+snapshot, rollback, fork, delete, close-and-reopen) to the backend under test and
+to a ``memory://`` store, and after every step checks that both return the same
+results, raise the same errors and hold the same logical state
+(:func:`~memvault.testing.dump_state`: histories, snapshots, versions, event logs).
+
+Each example uses session ids of its own, so it runs on a shared, non-empty store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+import memvault
+from memvault.messages import Message
+from memvault.model import Snapshot
+from memvault.testing.opener import Opener
+from memvault.testing.state import diff_states, dump_state
+
+WRITER = "model"
+_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_slots = st.integers(0, 7)
+_names = st.sampled_from(["cp1", "cp2", "cp3"])
+_targets = st.sampled_from(["cp1", "cp2", "cp3", "nope", "auto:pre-rollback@v1",
+                            "auto:pre-rollback@v2", "auto:pre-rollback@v4"])
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    """A comparable outcome: the result (snapshots without their clock time), or the
+    type of the error raised."""
+    try:
+        result = call()
+    except Exception as exc:
+        return ("raised", type(exc).__name__)
+    if isinstance(result, Snapshot):
+        return (result.name, result.head, result.base, result.version, result.length,
+                result.auto)
+    if isinstance(result, (int, Message)) or result is None:
+        return result
+    return "a session handle"  # fork's result: Session, AsyncSession or its proxy
+
+
+class StoreModel(RuleBasedStateMachine):
+    """Drives :attr:`opener`'s store and the reference side by side (subclassed by
+    :func:`model_machine`, which sets the class attributes)."""
+
+    opener: ClassVar[Opener]
+    reopen_allowed: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        run = uuid.uuid4().hex[:10]
+        self.prefix = f"model-{run}-"
+        self.sids = [f"{self.prefix}a", f"{self.prefix}b"]
+        self.batches: list[list[Message]] = []
+        self.real = self.opener(writer=WRITER)
+        self.ref = memvault.open("memory://", writer=WRITER)
+
+    def _sid(self, slot: int) -> str:
+        return self.sids[slot % len(self.sids)]
+
+    def both(self, what: str, call: Callable[[Any], Any]) -> Any:
+        real, ref = _outcome(lambda: call(self.real)), _outcome(lambda: call(self.ref))
+        assert real == ref, f"{what}: the backend gave {real!r}, the reference {ref!r}"
+        return real
+
+    def _append(self, slot: int, texts: list[str], expect: int | None) -> None:
+        batch = [Message(role="user" if i % 2 == 0 else "assistant", content=t)
+                 for i, t in enumerate(texts)]
+        self.batches.append(batch)
+        sid = self._sid(slot)
+        self.both(f"append {len(batch)} to {sid} (expect_version={expect})",
+                  lambda st_: st_.session(sid).append(batch, expect_version=expect))
+
+    @rule(slot=_slots, text=_texts)
+    def append_one(self, slot: int, text: str) -> None:
+        self._append(slot, [text], None)
+
+    @rule(slot=_slots, texts=st.lists(_texts, min_size=2, max_size=4),
+          expect=st.none() | st.integers(0, 6))
+    def append_batch(self, slot: int, texts: list[str], expect: int | None) -> None:
+        self._append(slot, texts, expect)
+
+    @precondition(lambda self: bool(self.batches))
+    @rule(slot=_slots, pick=st.integers(0, 50), extra=st.booleans())
+    def retry(self, slot: int, pick: int, extra: bool) -> None:
+        """A retry of an earlier batch (a no-op where stored), maybe with a new id mixed in."""
+        batch = self.batches[pick % len(self.batches)]
+        if extra:
+            batch = [*batch, Message.user("new")]
+        sid = self._sid(slot)
+        self.both(f"retry into {sid}", lambda st_: st_.session(sid).append(batch))
+
+    @rule(slot=_slots)
+    def pop(self, slot: int) -> None:
+        sid = self._sid(slot)
+        self.both(f"pop {sid}", lambda st_: st_.session(sid).pop())
+
+    @rule(slot=_slots, keep=st.integers(0, 4))
+    def trim(self, slot: int, keep: int) -> None:
+        sid = self._sid(slot)
+        self.both(f"trim {sid} to {keep}", lambda st_: st_.session(sid).trim(keep_last=keep))
+
+    @rule(slot=_slots)
+    def clear(self, slot: int) -> None:
+        sid = self._sid(slot)
+        self.both(f"clear {sid}", lambda st_: st_.session(sid).clear())
+
+    @rule(slot=_slots, name=_names)
+    def snapshot(self, slot: int, name: str) -> None:
+        sid = self._sid(slot)
+        self.both(f"snapshot {sid} {name}", lambda st_: st_.session(sid).snapshot(name))
+
+    @rule(slot=_slots, name=_targets)
+    def rollback(self, slot: int, name: str) -> None:
+        sid = self._sid(slot)
+        self.both(f"rollback {sid} to {name}", lambda st_: st_.session(sid).rollback(name))
+
+    @rule(slot=_slots, at=st.none() | _names, existing=st.booleans())
+    def fork(self, slot: int, at: str | None, existing: bool) -> None:
+        sid = self._sid(slot)
+        new = self._sid(slot + 1) if existing else f"{self.prefix}f{len(self.sids)}"
+        done = self.both(f"fork {sid} into {new} at {at}",
+                         lambda st_: st_.session(sid).fork(new, at=at))
+        if not existing and not isinstance(done, tuple):
+            self.sids.append(new)
+
+    @rule(slot=_slots)
+    def delete(self, slot: int) -> None:
+        sid = self._sid(slot)
+        self.both(f"delete {sid}", lambda st_: st_.session(sid).delete())
+
+    @precondition(lambda self: self.reopen_allowed)
+    @rule()
+    def reopen(self) -> None:
+        """Close the backend's handle and open a new one: nothing may change."""
+        self.real.close()
+        self.real = self.opener(writer=WRITER)
+
+    @invariant()
+    def same_state(self) -> None:
+        def mine(sid: str) -> bool:
+            return sid.startswith(self.prefix)
+
+        real, ref = dump_state(self.real, mine), dump_state(self.ref, mine)
+        assert real == ref, "the backend's state differs from the reference:\n" + \
+            "\n".join(diff_states(ref, real))
+
+    def teardown(self) -> None:
+        self.real.close()
+        self.ref.close()
+
+
+def model_machine(opener: Opener, *, reopen: bool = False) -> type[StoreModel]:
+    """A state machine class bound to ``opener``'s store (for Hypothesis to run).
+
+    Args:
+        opener: opens a new handle on the store under test (any face, any backend).
+        reopen: include the close-and-reopen step (the store must be persistent).
+    """
+    return type("StoreModelFor", (StoreModel,), {"opener": opener, "reopen_allowed": reopen})
+
+
+def check_against_model(opener: Opener, *, reopen: bool = False, max_examples: int = 20,
+                        steps: int = 20) -> None:
+    """Run the model-based test against ``opener``'s store; raises on a disagreement
+    (Hypothesis shrinks it to a minimal sequence of steps first)."""
+    run_state_machine_as_test(model_machine(opener, reopen=reopen), settings=settings(
+        max_examples=max_examples, stateful_step_count=steps, deadline=None,
+        suppress_health_check=list(HealthCheck)))
+
+
+__all__ = ["StoreModel", "check_against_model", "model_machine"]

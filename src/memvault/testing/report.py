@@ -1,0 +1,185 @@
+"""The lost-write audit: what the history file proves about a run.
+
+Findings, each with a ``count`` and up to :data:`MAX_SAMPLES` ``samples``
+(turns are named ``w<writer>.t<turn>``):
+
+==================== ==================================================== ============
+finding              meaning                                              a violation?
+==================== ==================================================== ============
+lost                 acknowledged (``ok``) turns absent from the history  yes
+unexpected           stored messages no writer ever sent                  yes
+duplicated           message ids stored more than once                    yes
+recovered            ``unknown`` turns that landed (allowed: a retry of    no
+                     the same ids would have been a no-op)
+failed_but_present   turns whose error promised nothing was applied,       yes
+                     yet are stored
+reordered            a writer's turns stored out of the order it sent them yes
+corrupted            messages whose content fails its checksum, or reads   yes
+                     that raised ``CorruptRecordError``
+torn_turns           turns stored in part, or not adjacent and in order    yes
+non_prefix_reads     reads during the run that were not a prefix of the    yes
+                     final history (appends only ever extend it)
+==================== ==================================================== ============
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+MAX_SAMPLES = 32
+
+
+@dataclass
+class Finding:
+    """How many times something happened, with up to 32 examples."""
+
+    count: int = 0
+    samples: list[str] = field(default_factory=list)
+
+    def add(self, sample: str) -> None:
+        self.count += 1
+        if len(self.samples) < MAX_SAMPLES:
+            self.samples.append(sample)
+
+
+@dataclass
+class LostWriteReport:
+    """The audit of one run; ``to_dict()`` is JSON-serializable.
+
+    Attributes:
+        run: parameters of the run (``url``, ``session_id``, ``writers``, …).
+        outcomes: calls per outcome: ``ok``, ``failed``, ``unknown``.
+        reads: successful reads during the run.
+        messages: messages in the final history.
+        history_file: the JSONL history the audit read (kept for re-checking).
+    """
+
+    run: dict[str, Any] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0,
+                                                              "unknown": 0})
+    reads: int = 0
+    messages: int = 0
+    lost: Finding = field(default_factory=Finding)
+    unexpected: Finding = field(default_factory=Finding)
+    duplicated: Finding = field(default_factory=Finding)
+    recovered: Finding = field(default_factory=Finding)
+    failed_but_present: Finding = field(default_factory=Finding)
+    reordered: Finding = field(default_factory=Finding)
+    corrupted: Finding = field(default_factory=Finding)
+    torn_turns: Finding = field(default_factory=Finding)
+    non_prefix_reads: Finding = field(default_factory=Finding)
+    history_file: str = ""
+
+    VIOLATIONS = ("lost", "unexpected", "duplicated", "failed_but_present", "reordered",
+                  "corrupted", "torn_turns", "non_prefix_reads")
+
+    @property
+    def ok(self) -> bool:
+        """True when no finding but ``recovered`` occurred."""
+        return not any(getattr(self, name).count for name in self.VIOLATIONS)
+
+    def violations(self) -> dict[str, Finding]:
+        """The findings that count as violations and occurred."""
+        return {n: getattr(self, n) for n in self.VIOLATIONS if getattr(self, n).count}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ok"] = self.ok
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LostWriteReport:
+        kwargs = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for name in (*cls.VIOLATIONS, "recovered"):
+            if isinstance(kwargs.get(name), dict):
+                kwargs[name] = Finding(**kwargs[name])
+        return cls(**kwargs)
+
+    def summary(self) -> str:
+        """One paragraph for an assertion message or a terminal."""
+        head = (f"{'OK' if self.ok else 'VIOLATIONS'}: {self.outcomes} calls, "
+                f"{self.reads} reads, {self.messages} messages stored, "
+                f"{self.recovered.count} recovered; history: {self.history_file}")
+        lines = [head]
+        for name, finding in self.violations().items():
+            lines.append(f"  {name}: {finding.count}, e.g. {', '.join(finding.samples[:5])}")
+        return "\n".join(lines)
+
+
+def audit(records: list[dict[str, Any]], checksum: Callable[[str, Any], str]) -> LostWriteReport:
+    """Audit the records of a history file (see :mod:`memvault.testing.lostwrites`)."""
+    report = LostWriteReport()
+    turns: dict[tuple[int, int], dict[str, Any]] = {}
+    final: list[dict[str, Any]] = []
+    reads: list[tuple[int, list[str]]] = []
+    corrupt_ids: set[str] = set()
+    for r in records:
+        e = r.get("e")
+        if e == "run":
+            report.run = {k: v for k, v in r.items() if k != "e"}
+        elif e == "invoke":
+            turns[(r["w"], r["t"])] = {"ids": r["ids"], "outcome": "unknown"}
+        elif e in ("ok", "failed", "unknown"):
+            turns[(r["w"], r["t"])]["outcome"] = e
+        elif e == "read":
+            reads.append((r["r"], r["ids"]))
+            corrupt_ids.update(r.get("bad", []))
+        elif e in ("read_error", "final_error") and r.get("corrupt"):
+            report.corrupted.add(f"{e}: {r.get('error', '')[:120]}")
+        elif e == "final":
+            final = r["messages"]
+    for turn in turns.values():
+        report.outcomes[turn["outcome"]] += 1
+    report.reads, report.messages = len(reads), len(final)
+
+    ids = [m["id"] for m in final]
+    where: dict[str, list[int]] = {}
+    for i, mid in enumerate(ids):
+        where.setdefault(mid, []).append(i)
+    for mid, count in Counter(ids).items():
+        if count > 1:
+            report.duplicated.add(f"{mid} x{count}")
+    owner = {mid: key for key, turn in turns.items() for mid in turn["ids"]}
+    for mid in dict.fromkeys(ids):
+        if mid not in owner:
+            report.unexpected.add(mid)
+    for m in final:
+        if m.get("sum") != checksum(m["role"], m["content"]):
+            corrupt_ids.add(m["id"])
+    for mid in sorted(corrupt_ids):
+        report.corrupted.add(mid)
+
+    firsts: dict[int, list[tuple[int, int]]] = {}
+    for (w, t), turn in sorted(turns.items()):
+        name, present = f"w{w}.t{t}", [where.get(mid, []) for mid in turn["ids"]]
+        if not any(present):
+            if turn["outcome"] == "ok":
+                report.lost.add(name)
+            continue
+        spots = [p[0] for p in present if p]
+        if len(spots) < len(present) or spots != list(range(spots[0], spots[0] + len(spots))):
+            report.torn_turns.add(name)
+        if turn["outcome"] == "unknown":
+            report.recovered.add(name)
+        elif turn["outcome"] == "failed":
+            report.failed_but_present.add(name)
+        firsts.setdefault(w, []).append((spots[0], t))
+    for w, seq in sorted(firsts.items()):
+        order = [t for _, t in sorted(seq)]
+        for a, b in zip(order, order[1:]):
+            if b < a:
+                report.reordered.add(f"w{w}.t{b} stored after w{w}.t{a}")
+    for reader, seen in reads:
+        if seen != ids[: len(seen)]:
+            report.non_prefix_reads.add(f"reader {reader}: {len(seen)} messages, not a prefix")
+    return report
+
+
+__all__ = ["MAX_SAMPLES", "Finding", "LostWriteReport", "audit"]

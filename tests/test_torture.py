@@ -1,0 +1,212 @@
+"""``memvault torture``: short real runs, and proof that the audit catches violations.
+
+A torture run is only worth its zero if the same audit reports broken stores. Two
+ways to show it: real runs against deliberately broken backends
+(tests/support/broken.py), and one real run's history file altered to contain one
+kind of violation at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memvault
+from memvault import ConfigurationError
+from memvault.testing.opener import Opener
+from memvault.torture import Settings, audit_history, audit_records, run_torture
+from tests.support.broken import LosingBackend, SnapshotWipingBackend, TearingBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+Records = list[dict[str, Any]]
+
+
+def torture_cli(*args: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "memvault", "torture", "--json", str(report),
+         "--history", str(tmp_path / "history"), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    return done, json.loads(report.read_text()) if report.exists() else None
+
+
+def test_cli_run_with_kills_on_sqlite_is_clean(tmp_path: Path) -> None:
+    """Kills and faults on a real SQLite file: exit 0, every operation kind exercised,
+    every finding zero, the table and the JSON report agree."""
+    done, report = torture_cli("--url", f"sqlite:///{tmp_path}/t.db", "--seconds", "5",
+                               "--kill-rate", "2", "--fault-rate", "0.05", "--writers", "3",
+                               "--readers", "1", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["ok"] and report["kills"] > 0 and report["faults"] > 0
+    assert all(op["ok"] > 0 for op in report["operations"].values()), report["operations"]
+    assert all(f["count"] == 0 for f in report["findings"].values())
+    assert "every acknowledged change is accounted for" in done.stdout
+    for column in ("lost", "duplicated", "reordered", "torn", "corrupted", "p50 ms", "p99 ms"):
+        assert column in done.stdout
+    assert Path(report["history_file"]).exists()
+    with memvault.open(f"sqlite:///{tmp_path}/t.db") as store:
+        assert store.sessions() == []  # a clean run removes its sessions (unless --keep)
+
+
+def test_async_face_and_durability_option(tmp_path: Path) -> None:
+    """The async face, with a backend option, through the Python API."""
+    opener = Opener(f"sqlite:///{tmp_path}/t.db", "async", {"durability": "normal"})
+    path = run_torture(opener, Settings(writers=2, readers=1, seconds=3, kill_rate=1,
+                                        history=str(tmp_path)))
+    report = audit_history(path)
+    assert report.ok, report.summary()
+    assert report.operations["append"].ok > 0
+
+
+@pytest.mark.parametrize("backend,finding", [
+    (LosingBackend, "lost"),
+    (SnapshotWipingBackend, "snapshot_drift"),
+    (TearingBackend, "torn"),
+])
+def test_broken_backends_are_caught(backend: type, finding: str, tmp_path: Path) -> None:
+    """A backend that loses acknowledged appends, wipes snapshots on rollback, or
+    splits a batch: the run reports it and exits 1."""
+    done, report = torture_cli(
+        "--url", "broken", "--factory", f"tests.support.broken:{backend.__name__}",
+        "-o", f"path={tmp_path}/t.db", "--seconds", "3", "--kill-rate", "0",
+        "--writers", "2", "--readers", "1", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert not report["ok"] and report["findings"][finding]["count"] > 0, report["findings"]
+    assert "FAILED" in done.stdout
+    with memvault.open(f"sqlite:///{tmp_path}/t.db") as store:
+        assert store.sessions() == report["run"]["sessions"]  # kept for inspection
+
+
+def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="private to each process"):
+        run_torture("memory://")
+    with pytest.raises(ConfigurationError):
+        run_torture(f"sqlite:///{tmp_path}/t.db", Settings(writers=0))
+    done, report = torture_cli("--url", "memory://", tmp_path=tmp_path)
+    assert done.returncode == 1 and report is None
+    assert done.stderr.startswith("error: ConfigurationError") and "Traceback" not in done.stderr
+
+
+# --- the audit, on one real history altered one violation at a time --------------------
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Records:
+    folder = tmp_path_factory.mktemp("torture")
+    path = run_torture(f"sqlite:///{folder}/t.db", Settings(
+        writers=3, readers=1, seconds=4, kill_rate=1, fault_rate=0.05, seed=7,
+        history=str(folder)))
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def states(records: Records) -> list[dict[str, Any]]:
+    return [r for r in records if r["e"] == "state"]
+
+
+def busiest(records: Records) -> dict[str, Any]:
+    return max(states(records), key=lambda s: len(s["history"]))
+
+
+def acked_turn(records: Records) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An append acknowledged on its first attempt, in the busiest session, of 2+
+    messages, visible at the end: its invoke and ok records."""
+    state = busiest(records)
+    visible = {m["id"] for m in state["history"]}
+    invokes = {(r["w"], r["t"]): r for r in records if r["e"] == "invoke" and r["a"] == 1}
+    for r in records:
+        inv = invokes.get((r.get("w"), r.get("t")))
+        if r["e"] == "ok" and r["a"] == 1 and inv and inv["s"] == state["s"] \
+                and len(inv["ids"]) > 1 and set(inv["ids"]) <= visible:
+            return inv, r
+    raise AssertionError("no suitable turn in the run")
+
+
+def lose_acked_turn(records: Records) -> None:
+    records.append({"e": "invoke", "w": 999, "t": 1, "s": 0, "a": 1, "ids": ["x.w999.t1.m0"]})
+    records.append({"e": "ok", "w": 999, "t": 1, "s": 0, "a": 1, "version": 10**6, "ms": 1})
+
+
+def corrupt_content(records: Records) -> None:
+    busiest(records)["history"][0]["content"] += " (edited)"
+
+
+def drop_event(records: Records) -> None:
+    events = busiest(records)["events"]
+    del events[len(events) // 2]
+
+
+def move_snapshot(records: Records) -> None:
+    snap = next(s for s in busiest(records)["snapshots"] if not s["auto"] and s["length"])
+    snap["version"] += 1
+
+
+def swap_messages(records: Records) -> None:
+    history = busiest(records)["history"]
+    history[0], history[1] = history[1], history[0]
+
+
+def duplicate_message(records: Records) -> None:
+    history = busiest(records)["history"]
+    history[1] = dict(history[0])
+
+
+def phantom_read(records: Records) -> None:
+    view = next(r for r in records if r["e"] == "view" and len(r["ids"]) > 2)
+    records.append({**view, "ids": view["ids"][::-1]})
+
+
+def fail_acked_turn(records: Records) -> None:
+    _, ok = acked_turn(records)
+    ok["e"] = "failed"
+
+
+def intrude(records: Records) -> None:
+    history = busiest(records)["history"]
+    history[-1] = {**history[-1], "id": "intruder"}
+
+
+def raise_foreign_error(records: Records) -> None:
+    records.append({"e": "read_error", "w": 1, "s": 0, "corrupt": False, "foreign": True,
+                    "error": "KeyError: 'head'"})
+
+
+def lose_final_state(records: Records) -> None:
+    state = busiest(records)
+    records.remove(state)
+    records.append({"e": "final_error", "s": state["s"], "corrupt": False, "error": "timeout"})
+
+
+@pytest.mark.parametrize("alter,finding", [
+    (lose_acked_turn, "lost"),
+    (corrupt_content, "corrupted"),
+    (drop_event, "unlogged"),
+    (move_snapshot, "snapshot_drift"),
+    (swap_messages, "misplaced"),
+    (duplicate_message, "duplicated"),
+    (phantom_read, "phantom_reads"),
+    (fail_acked_turn, "failed_but_present"),
+    (intrude, "unexpected"),
+    (raise_foreign_error, "foreign_errors"),
+    (lose_final_state, "unverified"),
+])
+def test_the_audit_reports_each_violation(history: Records,
+                                          alter: Callable[[Records], None],
+                                          finding: str) -> None:
+    assert audit_records(history).ok, audit_records(history).summary()
+    altered = copy.deepcopy(history)
+    alter(altered)
+    report = audit_records(altered)
+    assert report.findings[finding].count > 0, report.summary()
+    assert not report.ok

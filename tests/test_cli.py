@@ -73,3 +73,33 @@ def test_user_mistakes_print_one_line_and_exit_1(tmp_path: Path) -> None:
 def test_passwords_never_printed(tmp_path: Path) -> None:
     done = run("--url", "nosuch://user:s3cret@host/db", "sessions", cwd=tmp_path)
     assert done.returncode == 1 and "s3cret" not in done.stderr + done.stdout
+
+
+def test_export_then_import_round_trips(tmp_path: Path) -> None:
+    """`memvault export` writes JSONL; `memvault import` loads it into another store,
+    history and user snapshots identical; importing twice is refused, nothing written."""
+    src, dst = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
+    with memvault.open(src) as store:
+        s = store.session("conv é")
+        s.append([Message.user("hello \x00 👋"), Message.assistant("hi")])
+        s.snapshot("cp")
+        s.append([Message.user("more")])
+        store.session("other").append([Message.user("x")])
+    exported = run("export", "--url", src, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    (tmp_path / "dump.jsonl").write_text(exported.stdout, encoding="utf-8")
+    one = run("export", "conv é", "--url", src, cwd=tmp_path)
+    assert one.stdout.count('"type":"session"') == 1
+    done = run("import", "dump.jsonl", "--url", dst, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with memvault.open(src) as a, memvault.open(dst) as b:
+        assert b.sessions() == ["conv é", "other"]
+        assert b.session("conv é").history() == a.session("conv é").history()
+        b.session("conv é").rollback("cp")
+        assert [m.content for m in b.session("conv é").history()] == ["hello \x00 👋", "hi"]
+    again = run("import", "dump.jsonl", "--url", dst, cwd=tmp_path)
+    assert again.returncode == 1 and again.stderr.startswith("error: ConflictError")
+    missing = run("import", "nope.jsonl", "--url", dst, cwd=tmp_path)
+    assert missing.returncode == 1 and "cannot read 'nope.jsonl'" in missing.stderr
+    unknown = run("export", "nobody", "--url", src, cwd=tmp_path)
+    assert unknown.returncode == 1 and unknown.stdout == ""

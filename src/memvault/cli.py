@@ -7,8 +7,10 @@ stderr and exit 1; they never print a traceback.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
@@ -19,6 +21,7 @@ from rich.table import Table
 
 import memvault
 from memvault import demo as demo_module
+from memvault import transfer
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
 from memvault.urls import backend_module, redact, resolve
@@ -75,6 +78,10 @@ def opened(url: str | None) -> Iterator[memvault.Store]:
 
 class NoSuchSession(MemvaultError):
     """The session named on the command line does not exist."""
+
+
+class NoSuchFile(MemvaultError):
+    """The file named on the command line cannot be read."""
 
 
 def existing(store: memvault.Store, session_id: str) -> memvault.Session:
@@ -246,6 +253,38 @@ def migrate(
         raise ConfigurationError(f"--schema applies to PostgreSQL only, not {redact(target)!r}")
     memvault.open(target).close()
     out.print(f"{redact(target)}: schema is up to date (applied when a store is opened)")
+
+
+
+@app.command("export")
+@user_errors
+def export_(
+    session: Annotated[list[str] | None, typer.Argument(
+        help="Sessions to export (default: every live session).")] = None,
+    url: UrlOption = None,
+) -> None:
+    """Write sessions as JSONL to stdout: messages, user snapshots, visible history."""
+    with opened(url) as store:
+        for sid in session or []:
+            existing(store, sid)
+        for line in transfer.export_sessions(store, session or None):
+            sys.stdout.write(line + "\n")
+
+
+@app.command("import")
+@user_errors
+def import_(
+    file: Annotated[str, typer.Argument(help="A JSONL export; '-' reads stdin.")],
+    url: UrlOption = None,
+) -> None:
+    """Load an export into the store; nothing is written if any session exists already."""
+    try:
+        with sys.stdin if file == "-" else builtins.open(file, encoding="utf-8") as lines:
+            with opened(url) as store:
+                imported = transfer.import_sessions(store, lines)
+    except OSError as exc:
+        raise NoSuchFile(f"cannot read {file!r}: {exc.strerror}") from exc
+    out.print(f"imported {len(imported)} sessions: {', '.join(map(repr, imported))}")
 
 
 from memvault import torture  # noqa: E402 - registers its command on the app above

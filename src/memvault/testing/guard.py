@@ -15,15 +15,21 @@ from typing import Any
 
 import pytest
 
-from memvault.testing.contract.base import ALL_CAPABILITIES, ContractBase
+from memvault.testing.contract.base import ALL_CAPABILITIES
 
 GUARD_NAME = "contract_guard"
 _CONTRACT_MODULES = "memvault.testing."
 
 
+def _is_contract(cls: type) -> bool:
+    # By name, not identity: a re-imported contract module must still count.
+    return any(k.__name__ == "ContractBase" and k.__module__ == "memvault.testing.contract.base"
+               for k in cls.__mro__)
+
+
 def is_contract_subclass(cls: object) -> bool:
     """True for a user's (or our tests') class built on a contract part."""
-    return (inspect.isclass(cls) and issubclass(cls, ContractBase)
+    return (inspect.isclass(cls) and _is_contract(cls)
             and not cls.__module__.startswith(_CONTRACT_MODULES))
 
 
@@ -31,7 +37,7 @@ def contract_tests(cls: type) -> dict[str, Any]:
     """The contract's own tests for ``cls``: name -> the function the contract defines."""
     tests: dict[str, Any] = {}
     for part in reversed(cls.__mro__):  # the most derived contract part wins, as in Python
-        if part.__module__.startswith(_CONTRACT_MODULES) and issubclass(part, ContractBase):
+        if part.__module__.startswith(_CONTRACT_MODULES) and _is_contract(part):
             for name, value in vars(part).items():
                 if name.startswith("test") and callable(value):
                     tests[name] = value

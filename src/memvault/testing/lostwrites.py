@@ -37,7 +37,6 @@ from memvault.errors import (
     CorruptRecordError,
     DuplicateMessageError,
     InvalidMessageError,
-    OutcomeUnknownError,
 )
 from memvault.messages import Message
 from memvault.testing.opener import Opener

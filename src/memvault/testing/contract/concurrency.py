@@ -19,7 +19,8 @@ def check_interleaving(history: list[Message], writers: list[str], turns: int) -
     each turn's two messages adjacent, each writer's turns in its own order."""
     ids = [m.id for m in history]
     assert len(ids) == len(set(ids)), "duplicated messages"
-    assert len(ids) == 2 * turns * len(writers), f"expected {2 * turns * len(writers)}, got {len(ids)}"
+    expected = 2 * turns * len(writers)
+    assert len(ids) == expected, f"expected {expected}, got {len(ids)}"
     for k in range(0, len(ids), 2):
         q, a = ids[k], ids[k + 1]
         assert q.endswith("-q") and a == q[:-2] + "-a", f"turn split at {k}: {q}, {a}"

@@ -26,5 +26,5 @@ def test_model_catches_a_disagreement(tmp_path: Path) -> None:
             return first
 
     opener = Opener("popstwice:", factory=lambda: PopsTwice(tmp_path / "s.json"))
-    with pytest.raises(AssertionError, match="differs from the reference|the reference"):
+    with pytest.raises(AssertionError, match="the reference"):
         check_against_model(opener, max_examples=50, steps=15)

@@ -93,7 +93,7 @@ class ContractGuard(pytest.Item):
                 + "\nA test the backend cannot pass must stay, marked "
                 "@pytest.mark.xfail(reason='why').")
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> str:  # type: ignore[override]
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
         if isinstance(excinfo.value, ContractGuardError):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo))
@@ -108,7 +108,7 @@ def add_guards(items: list[pytest.Item]) -> None:
     for index, item in enumerate(items):
         cls = getattr(item, "cls", None)
         if item.parent is not None and is_contract_subclass(cls):
-            groups.setdefault(item.parent, []).append(index)  # type: ignore[arg-type]
+            groups.setdefault(item.parent, []).append(index)
     for parent, indexes in sorted(groups.items(), key=lambda g: -g[1][-1]):
         names = {getattr(items[i], "originalname", items[i].name) for i in indexes}
         guard = ContractGuard.from_parent(

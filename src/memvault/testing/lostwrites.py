@@ -38,7 +38,7 @@ from memvault.errors import (
     DuplicateMessageError,
     InvalidMessageError,
 )
-from memvault.messages import Message
+from memvault.messages import Message, Role
 from memvault.testing.opener import Opener
 from memvault.testing.report import LostWriteReport, audit
 from memvault.urls import redact
@@ -58,7 +58,7 @@ def make_turn(run: str, writer: int, turn: int, size: int) -> list[Message]:
     """Turn ``turn`` of writer ``writer``: ids unique across runs, checksummed content."""
     out = []
     for k in range(size):
-        role = "user" if k % 2 == 0 else "assistant"
+        role: Role = "user" if k % 2 == 0 else "assistant"
         content = f"w{writer} t{turn} m{k} ✓ é\x00👍 {run}"
         out.append(Message(id=f"{run}.w{writer}.t{turn}.m{k}", role=role, content=content,
                            metadata={"sum": checksum(role, content)}))

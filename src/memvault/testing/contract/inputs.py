@@ -4,6 +4,7 @@ isolated."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -101,9 +102,11 @@ class InputsContract(ContractBase):
         """
         s = store.session("s")
         s.append([Message.user("x")])
-        for call in (lambda: s.history(last=value), lambda: s.trim(keep_last=value),
-                     lambda: s.append([Message.user("y")], expect_version=value),
-                     lambda: store.compact(keep_events=value)):
+        calls: list[Callable[[], object]] = [
+            lambda: s.history(last=value), lambda: s.trim(keep_last=value),
+            lambda: s.append([Message.user("y")], expect_version=value),
+            lambda: store.compact(keep_events=value)]
+        for call in calls:
             with pytest.raises(InvalidMessageError):
                 call()
         assert s.info().version == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from memvault.testing.contract.base import ContractBase, texts, users
@@ -11,6 +13,20 @@ TTL = 1.5
 
 
 class TtlContract(ContractBase):
+    @contextlib.contextmanager
+    def session_with_ttl(self, opener: Any) -> Iterator[tuple[Any, Any]]:
+        """A store opened with ``ttl=TTL`` and session "s" holding 2 messages and
+        snapshot "cp" (skips without the ``ttl`` capability)."""
+        self.require("ttl")
+        store = opener(ttl=TTL)
+        try:
+            s = store.session("s")
+            s.append(users(2))
+            s.snapshot("cp")
+            yield store, s
+        finally:
+            store.close()
+
     def test_session_expires_whole_and_restarts_afresh(self, opener: Any) -> None:
         """Reads do not extend the TTL; after it, history, info, snapshots and
         sessions() are empty; a write starts the session afresh (version 1).
@@ -18,12 +34,7 @@ class TtlContract(ContractBase):
         expired session is not started afresh (look at how the backend sets and checks
         expires_at).
         """
-        self.require("ttl")
-        store = opener(ttl=TTL)
-        try:
-            s = store.session("s")
-            s.append(users(2))
-            s.snapshot("cp")
+        with self.session_with_ttl(opener) as (store, s):
             expires = s.info().expires_at
             assert expires is not None and 0 < expires.timestamp() - time.time() <= TTL
             time.sleep(TTL * 0.6)
@@ -33,8 +44,6 @@ class TtlContract(ContractBase):
             assert store.sessions() == []
             assert s.append(users(1, "new")) == 1
             assert texts(s.history()) == ["new0"] and s.snapshots() == []
-        finally:
-            store.close()
 
     def test_every_write_slides_the_ttl(self, opener: Any) -> None:
         """A write before expiry extends it by the full TTL.
@@ -58,12 +67,7 @@ class TtlContract(ContractBase):
         still listed, and rollback to it still works, long after its own first TTL,
         while writes kept the session alive. Failing: the TTL is refreshed on only
         some of the session's keys (e.g. the messages but not the snapshots or log)."""
-        self.require("ttl")
-        store = opener(ttl=TTL)
-        try:
-            s = store.session("s")
-            s.append(users(2))
-            s.snapshot("cp")
+        with self.session_with_ttl(opener) as (_, s):
             for i in range(3):
                 time.sleep(TTL * 0.6)
                 s.append(users(1, f"w{i}"))
@@ -72,8 +76,6 @@ class TtlContract(ContractBase):
                                                 "append"]
             s.rollback("cp")
             assert texts(s.history()) == ["m0", "m1"]
-        finally:
-            store.close()
 
     def test_no_ttl_means_no_expiry(self, store: Any) -> None:
         """Without ttl= a session has no expiry.

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memvault.testing import LostWriteReport, analyze_history, check_concurrent_appends
 from memvault.testing.lostwrites import checksum
 
@@ -24,6 +26,11 @@ def test_clean_run_on_sqlite(tmp_path: Path) -> None:
     data = json.loads(report.to_json())
     assert data["ok"] is True and data["lost"] == {"count": 0, "samples": []}
     assert LostWriteReport.from_dict(data).to_dict() == report.to_dict()
+
+
+def test_process_private_store_is_refused() -> None:
+    with pytest.raises(ValueError, match="private to one process"):
+        check_concurrent_appends("memory://")
 
 
 def msg(mid: str, *, good: bool = True) -> dict[str, Any]:

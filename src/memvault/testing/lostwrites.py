@@ -179,6 +179,10 @@ def check_concurrent_appends(
     if min(writers, appends, turn_size) < 1 or readers < 0:
         raise ValueError("writers, appends and turn_size must be >= 1, readers >= 0")
     opener = store if isinstance(store, Opener) else Opener(store)
+    if opener.factory is None and opener.async_factory is None \
+            and opener.url.lower().startswith("memory:"):
+        raise ValueError("memory:// is private to one process: the checker needs a store "
+                         "that several processes share")
     if options:
         opener = Opener(opener.url, opener.face, {**opener.options, **options},
                         opener.factory, opener.async_factory)

@@ -92,3 +92,12 @@ def test_every_contract_test_says_what_a_failure_means() -> None:
     vague = [name for name, func in contract_tests(AsyncStoreContract).items()
              if "Failing" not in (func.__doc__ or "")]
     assert vague == []
+
+
+def test_tests_picked_by_node_id_run_without_the_guard(pytester: pytest.Pytester) -> None:
+    """Rerunning one test (or a mutation tool running a few) is not a certification:
+    the guard stays out instead of reporting the rest as not collected."""
+    pytester.makepyfile(test_mine=HEADER.replace("CAPS", '"ttl"'))
+    result = pytester.runpytest("test_mine.py::TestMine::test_batch_is_atomic_and_adjacent",
+                                "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

@@ -116,3 +116,33 @@ def test_writes_to_a_session_do_not_slide_another(store: Any, clock: Clock) -> N
     store.session("b").append([Message.user("b")])
     clock.now = t0 + 11
     assert store.sessions() == ["b"]
+
+
+def test_threads_appending_to_one_file_all_succeed(tmp_path: Path) -> None:
+    """Six threads (a SQLite connection each) appending at once: every append succeeds
+    and lands once, in each writer's order. A smaller, faster sibling of the contract's
+    thread test, kept here for mutation runs."""
+    import threading
+
+    with memvault.open(f"sqlite:///{tmp_path}/t.db") as store:
+        s = store.session("s")
+        errors: list[BaseException] = []
+
+        def run(w: int) -> None:
+            try:
+                for i in range(15):
+                    s.append([Message.user(f"{w}.{i}"), Message.assistant(f"{w}.{i}")])
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        history = [m.content for m in s.history()]
+        assert len(history) == 180 and s.info().version == 90
+        for w in range(6):
+            mine = [c for c in history[::2] if str(c).startswith(f"{w}.")]
+            assert mine == [f"{w}.{i}" for i in range(15)]

@@ -1,6 +1,7 @@
 """The contract guard: a backend's test class must run the whole contract.
 
-For every collected subclass of a contract part, the plugin adds one test item,
+For every collected subclass of a contract part, the plugin adds one test item
+(unless the command line picks single tests by node id),
 ``contract_guard``, that fails when a contract test was deleted, overridden
 without ``@pytest.mark.xfail(reason=...)``, or not collected, or when the class
 declares a capability the suite does not know (a typo would skip a part

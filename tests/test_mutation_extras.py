@@ -146,3 +146,147 @@ def test_threads_appending_to_one_file_all_succeed(tmp_path: Path) -> None:
         for w in range(6):
             mine = [c for c in history[::2] if str(c).startswith(f"{w}.")]
             assert mine == [f"{w}.{i}" for i in range(15)]
+
+
+def test_event_log_records_exact_pointers_and_details(store: Any, clock: Clock) -> None:
+    """Every operation's event: version, op, writer, time, head/base before and after,
+    detail. The log is what answers "who removed my turns": it must be exact."""
+    t = clock.now
+    s = store.session("s")
+    s.append([Message.user(x, id=x) for x in "abc"])
+    s.snapshot("cp")
+    s.pop()
+    s.trim(keep_last=1)
+    s.append([Message.user("d", id="d")])
+    s.trim(keep_last=1)
+    s.clear()
+    s.rollback("cp")
+    s.fork("f", at="cp")
+    s.fork("g")
+    got = [(e.version, e.op, e.writer, e.at, e.head_before, e.base_before, e.head_after,
+            e.base_after, e.detail) for e in s.log()]
+    at = utc(t)
+    assert got == [
+        (1, "append", "w", at, 0, 0, 3, 0, {"messages": 3}),
+        (1, "snapshot", "w", at, 3, 0, 3, 0, {"name": "cp"}),
+        (2, "pop", "w", at, 3, 0, 2, 0, {"message_id": "c"}),
+        (3, "trim", "w", at, 2, 0, 2, 1, {"hidden": 1}),
+        (4, "append", "w", at, 2, 1, 4, 1, {"messages": 1}),
+        (5, "trim", "w", at, 4, 1, 4, 2, {"hidden": 1}),
+        (6, "clear", "w", at, 4, 2, 4, 3, {"hidden": 1}),
+        (7, "rollback", "w", at, 4, 3, 3, 0, {"to": "cp", "saved": "auto:pre-rollback@v6"}),
+    ]
+    forked = [(e.version, e.op, e.head_before, e.base_before, e.head_after, e.base_after,
+               e.detail) for e in store.session("f").log()]
+    assert forked == [(1, "fork", 0, 0, 3, 0, {"from": "s", "at": "cp"})]
+    assert store.session("g").log()[0].detail == {"from": "s", "at": None}
+    assert [(x.name, x.head, x.base, x.version, x.length, x.auto) for x in s.snapshots()] == [
+        ("cp", 3, 0, 1, 3, False), ("auto:pre-rollback@v6", 4, 3, 6, 0, True)]
+
+
+def test_errors_name_the_session_and_snapshot(store: Any) -> None:
+    s = store.session("s")
+    s.append([Message.user("a")])
+    store.session("t").append([Message.user("b")])
+    with pytest.raises(memvault.ConflictError, match="session 't' already exists"):
+        s.fork("t")
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 's' has no snapshot 'x'"):
+        s.fork("u", at="x")
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 'z' has no snapshot 'x'"):
+        store.session("z").fork("u", at="x")  # a missing source has no snapshot either
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 's' has no snapshot 'x'"):
+        s.rollback("x")
+    with pytest.raises(memvault.ConflictError, match="session 's' is at version 1, expected 5"):
+        s.append([Message.user("c")], expect_version=5)
+    assert store.session("z").fork("empty").history() == []
+    assert store.session("empty").log()[0].detail == {"from": "z", "at": None}
+
+
+def test_fork_onto_an_expired_session_starts_it_afresh(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    store.session("old").append([Message.user("stale")])
+    clock.now = t0 + 20
+    s = store.session("s")
+    s.append([Message.user("a")])
+    s.fork("old")
+    assert [m.content for m in store.session("old").history()] == ["a"]
+
+
+def test_memory_urls_and_options() -> None:
+    for url in ("memory://", "memory:", "memory:///", "memory:/"):
+        memvault.open(url).close()
+    with pytest.raises(memvault.ConfigurationError, match=r"takes no path or host.*memory://X"):
+        memvault.open("memory://X")
+    with pytest.raises(memvault.ConfigurationError, match="memory://: unsupported option"):
+        memvault.open("memory://", durability="full")
+
+
+def test_compact_counts_and_keeps_exactly_what_is_reachable(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    for sid in ("x1", "x2"):  # expire first: compact must still reach the live ones after
+        store.session(sid).append([Message.user("1"), Message.user("2")])
+    clock.now = t0 + 5
+    for sid in ("a", "b"):
+        s = store.session(sid)
+        s.append([Message.user(f"{sid}{i}", id=f"{sid}{i}") for i in range(3)])
+        s.trim(keep_last=1)  # a0, a1 hidden: garbage once the log is dropped
+    clock.now = t0 + 12
+    stats = store.compact(keep_events=5)
+    assert (stats.sessions, stats.nodes, stats.events) == (2, 4, 0)
+    stats = store.compact(keep_events=1)  # the kept trim event still reaches a0, a1
+    assert (stats.sessions, stats.nodes, stats.events) == (0, 0, 2)
+    stats = store.compact(keep_events=0)
+    assert (stats.sessions, stats.nodes, stats.events) == (0, 4, 2)
+    for sid in ("a", "b"):
+        s = store.session(sid)
+        assert [m.id for m in s.history()] == [f"{sid}2"] and s.log() == []
+        s.append([Message.user("again", id=f"{sid}0")])  # a compacted id is free again
+        assert [m.id for m in s.history()] == [f"{sid}2", f"{sid}0"]
+
+
+def test_compact_keeps_the_current_history_without_snapshots_or_log(store: Any) -> None:
+    s = store.session("s")
+    s.append([Message.user(str(i)) for i in range(4)])
+    s.snapshot("first-two-hidden")
+    s.trim(keep_last=2)
+    s.append([Message.user("new")])
+    stats = store.compact(keep_events=0)
+    assert stats.nodes == 0 and [m.content for m in s.history()] == ["2", "3", "new"]
+    s.rollback("first-two-hidden")
+    assert [m.content for m in s.history()] == ["0", "1", "2", "3"]
+
+
+def test_mixed_writes_from_threads_on_one_file(tmp_path: Path) -> None:
+    """Every write operation, from four threads at once on one SQLite file: none fails
+    with a lock error, and each thread's session ends as its own script says."""
+    import threading
+
+    with memvault.open(f"sqlite:///{tmp_path}/m.db") as store:
+        errors: list[BaseException] = []
+
+        def run(w: int) -> None:
+            try:
+                s = store.session(f"s{w}")
+                for i in range(6):
+                    s.append([Message.user(f"{i}a"), Message.user(f"{i}b")])
+                    s.snapshot(f"cp{i}")
+                    s.pop()
+                    s.trim(keep_last=3)
+                    s.rollback(f"cp{i}")
+                    s.fork(f"f{w}.{i}").delete()
+                    s.clear()
+                    store.compact()
+                    store.sessions()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert store.sessions() == ["s0", "s1", "s2", "s3"]
+        for w in range(4):
+            s = store.session(f"s{w}")
+            assert s.history() == [] and s.info().version == 24  # append, pop, rollback, clear

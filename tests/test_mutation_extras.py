@@ -290,3 +290,17 @@ def test_mixed_writes_from_threads_on_one_file(tmp_path: Path) -> None:
         for w in range(4):
             s = store.session(f"s{w}")
             assert s.history() == [] and s.info().version == 24  # append, pop, rollback, clear
+
+
+def test_sqlite_options_are_checked(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/o.db"
+    with memvault.open(url, durability="normal", busy_timeout=0) as store:
+        store.session("s").append([Message.user("a")])
+    with memvault.open(url, busy_timeout=2.5) as store:
+        assert len(store.session("s").history()) == 1
+    for bad in ({"durability": "NORMAL"}, {"durability": "fsync"}):
+        with pytest.raises(memvault.ConfigurationError, match="durability must be 'full' or"):
+            memvault.open(url, **bad)
+    for timeout in (True, -1, "30"):
+        with pytest.raises(memvault.ConfigurationError, match="busy_timeout must be seconds"):
+            memvault.open(url, busy_timeout=timeout)

@@ -258,24 +258,25 @@ def test_compact_keeps_the_current_history_without_snapshots_or_log(store: Any) 
 
 def test_mixed_writes_from_threads_on_one_file(tmp_path: Path) -> None:
     """Every write operation, from four threads at once on one SQLite file: none fails
-    with a lock error, and each thread's session ends as its own script says."""
+    with a lock error (each must take the write lock before it reads), and each
+    thread's session ends as its own script says."""
     import threading
 
-    with memvault.open(f"sqlite:///{tmp_path}/m.db") as store:
+    with memvault.open(f"sqlite:///{tmp_path}/m.db", durability="normal") as store:
         errors: list[BaseException] = []
 
         def run(w: int) -> None:
             try:
                 s = store.session(f"s{w}")
-                for i in range(6):
+                for i in range(25):
                     s.append([Message.user(f"{i}a"), Message.user(f"{i}b")])
                     s.snapshot(f"cp{i}")
                     s.pop()
-                    s.trim(keep_last=3)
+                    s.trim(keep_last=1)
                     s.rollback(f"cp{i}")
                     s.fork(f"f{w}.{i}").delete()
                     s.clear()
-                    store.compact()
+                    store.compact(keep_events=2)
                     store.sessions()
             except BaseException as exc:
                 errors.append(exc)
@@ -289,7 +290,8 @@ def test_mixed_writes_from_threads_on_one_file(tmp_path: Path) -> None:
         assert store.sessions() == ["s0", "s1", "s2", "s3"]
         for w in range(4):
             s = store.session(f"s{w}")
-            assert s.history() == [] and s.info().version == 24  # append, pop, rollback, clear
+            assert s.history() == [] and s.info().version == 100  # append, pop, rollback, clear
+            assert len(s.snapshots()) == 50
 
 
 def test_sqlite_options_are_checked(tmp_path: Path) -> None:
@@ -304,3 +306,30 @@ def test_sqlite_options_are_checked(tmp_path: Path) -> None:
     for timeout in (True, -1, "30"):
         with pytest.raises(memvault.ConfigurationError, match="busy_timeout must be seconds"):
             memvault.open(url, busy_timeout=timeout)
+
+
+def test_sqlite_refuses_what_it_cannot_open(tmp_path: Path) -> None:
+    import sqlite3
+
+    with pytest.raises(memvault.ConfigurationError, match=r"sqlite:///relative\.db"):
+        memvault.open("sqlite:///")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(memvault.ConfigurationError,
+                       match=r"cannot open SQLite database .*junk\.db.*not a database"):
+        memvault.open(f"sqlite:///{junk}")
+    newer = tmp_path / "newer.db"
+    memvault.open(f"sqlite:///{newer}").close()
+    with sqlite3.connect(newer) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(memvault.ConfigurationError,
+                       match=r"by a newer memvault \(schema 99; this version reads up to 1"):
+        memvault.open(f"sqlite:///{newer}")
+
+
+def test_a_closed_sqlite_store_says_so(tmp_path: Path) -> None:
+    store = memvault.open(f"sqlite:///{tmp_path}/c.db")
+    store.session("s").append([Message.user("a")])
+    store.close()
+    with pytest.raises(memvault.BackendUnavailableError, match="the store is closed"):
+        store.session("s").history()

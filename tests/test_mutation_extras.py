@@ -333,3 +333,22 @@ def test_a_closed_sqlite_store_says_so(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(memvault.BackendUnavailableError, match="the store is closed"):
         store.session("s").history()
+
+
+def test_snapshot_and_rollback_on_new_or_missing_sessions(store: Any) -> None:
+    fresh = store.session("fresh")
+    snap = fresh.snapshot("empty")
+    assert (snap.name, snap.head, snap.base, snap.version, snap.length) == ("empty", 0, 0, 0, 0)
+    assert store.sessions() == ["fresh"] and fresh.info().version == 0
+    with pytest.raises(memvault.SnapshotExistsError,
+                       match="session 'fresh' already has snapshot 'empty'"):
+        fresh.snapshot("empty")
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 'nobody' has no snapshot"):
+        store.session("nobody").rollback("empty")
+    assert store.sessions() == ["fresh"]
+
+
+def test_unknown_sqlite_option_names_the_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/u.db"
+    with pytest.raises(memvault.ConfigurationError, match=f"{url}: unsupported option"):
+        memvault.open(url, colour="blue")

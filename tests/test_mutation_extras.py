@@ -118,7 +118,7 @@ def test_writes_to_a_session_do_not_slide_another(store: Any, clock: Clock) -> N
     assert store.sessions() == ["b"]
 
 
-def test_threads_appending_to_one_file_all_succeed(tmp_path: Path) -> None:
+def test_parallel_appends_to_one_file_all_succeed(tmp_path: Path) -> None:
     """Six threads (a SQLite connection each) appending at once: every append succeeds
     and lands once, in each writer's order. A smaller, faster sibling of the contract's
     thread test, kept here for mutation runs."""
@@ -256,7 +256,7 @@ def test_compact_keeps_the_current_history_without_snapshots_or_log(store: Any) 
     assert [m.content for m in s.history()] == ["0", "1", "2", "3"]
 
 
-def test_mixed_writes_from_threads_on_one_file(tmp_path: Path) -> None:
+def test_mixed_writes_in_parallel_on_one_file(tmp_path: Path) -> None:
     """Every write operation, from four threads at once on one SQLite file: none fails
     with a lock error (each must take the write lock before it reads), and each
     thread's session ends as its own script says."""

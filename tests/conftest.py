@@ -8,6 +8,8 @@ import pytest
 
 from tests.support.backends import BACKENDS
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(params=sorted(BACKENDS))
 def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:

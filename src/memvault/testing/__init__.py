@@ -53,15 +53,47 @@ _WHERE = {
     "copy_sqlite": "memvault.testing.seeds",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "ALL_CAPABILITIES",
+    "AsyncStoreContract",
+    "BackendFactory",
+    "BasicsContract",
+    "ConcurrencyContract",
+    "DurabilityContract",
+    "FaultInjector",
+    "FaultsContract",
+    "Finding",
+    "InputsContract",
+    "LostWriteReport",
+    "ModelContract",
+    "Opener",
+    "SerializationContract",
+    "SnapshotsContract",
+    "StoreContract",
+    "StoreModel",
+    "StoreStateExtension",
+    "TtlContract",
+    "WritesContract",
+    "analyze_history",
+    "check_against_model",
+    "check_concurrent_appends",
+    "copy_sqlite",
+    "diff_states",
+    "dump_state",
+    "dump_state_async",
+    "inject_faults",
+    "model_machine",
+    "open_seeded",
+    "render_state",
+]
 
 
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'memvault.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
+    # Not cached here: the module in sys.modules stays the one source of truth
+    # (pytester's in-process runs drop and re-import modules between runs).
+    return getattr(importlib.import_module(_WHERE[name]), name)
 
 
 def __dir__() -> list[str]:

@@ -37,9 +37,8 @@ from memvault.errors import (
     CorruptRecordError,
     DuplicateMessageError,
     InvalidMessageError,
-    OutcomeUnknownError,
 )
-from memvault.messages import Message
+from memvault.messages import Message, Role
 from memvault.testing.opener import Opener
 from memvault.testing.report import LostWriteReport, audit
 from memvault.urls import redact
@@ -59,7 +58,7 @@ def make_turn(run: str, writer: int, turn: int, size: int) -> list[Message]:
     """Turn ``turn`` of writer ``writer``: ids unique across runs, checksummed content."""
     out = []
     for k in range(size):
-        role = "user" if k % 2 == 0 else "assistant"
+        role: Role = "user" if k % 2 == 0 else "assistant"
         content = f"w{writer} t{turn} m{k} ✓ é\x00👍 {run}"
         out.append(Message(id=f"{run}.w{writer}.t{turn}.m{k}", role=role, content=content,
                            metadata={"sum": checksum(role, content)}))
@@ -180,6 +179,10 @@ def check_concurrent_appends(
     if min(writers, appends, turn_size) < 1 or readers < 0:
         raise ValueError("writers, appends and turn_size must be >= 1, readers >= 0")
     opener = store if isinstance(store, Opener) else Opener(store)
+    if opener.factory is None and opener.async_factory is None \
+            and opener.url.lower().startswith("memory:"):
+        raise ValueError("memory:// is private to one process: the checker needs a store "
+                         "that several processes share")
     if options:
         opener = Opener(opener.url, opener.face, {**opener.options, **options},
                         opener.factory, opener.async_factory)

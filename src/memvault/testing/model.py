@@ -33,7 +33,7 @@ from memvault.testing.opener import Opener
 from memvault.testing.state import diff_states, dump_state
 
 WRITER = "model"
-_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 _slots = st.integers(0, 7)
 _names = st.sampled_from(["cp1", "cp2", "cp3"])
 _targets = st.sampled_from(["cp1", "cp2", "cp3", "nope", "auto:pre-rollback@v1",

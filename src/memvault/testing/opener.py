@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -31,8 +31,11 @@ class _LoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+    def run(self, awaitable: Awaitable[T]) -> T:
+        async def wait() -> T:
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(wait(), self.loop).result()
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)

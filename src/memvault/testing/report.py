@@ -24,6 +24,7 @@ non_prefix_reads     reads during the run that were not a prefix of the    yes
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -173,7 +174,7 @@ def audit(records: list[dict[str, Any]], checksum: Callable[[str, Any], str]) ->
         firsts.setdefault(w, []).append((spots[0], t))
     for w, seq in sorted(firsts.items()):
         order = [t for _, t in sorted(seq)]
-        for a, b in zip(order, order[1:]):
+        for a, b in itertools.pairwise(order):
             if b < a:
                 report.reordered.add(f"w{w}.t{b} stored after w{w}.t{a}")
     for reader, seen in reads:

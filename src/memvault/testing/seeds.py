@@ -19,8 +19,8 @@ SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 def seed_path(name: str, base_dir: Path) -> Path:
     """The baseline ``name`` (absolute, or relative to ``base_dir``); it must exist."""
     if not name:
-        raise FileNotFoundError("seeded_store needs a baseline: "
-                                "@pytest.mark.memvault_seed('path') or the ini option memvault_seed")
+        raise FileNotFoundError("seeded_store needs a baseline: @pytest.mark.memvault_seed"
+                                "('path') or the ini option memvault_seed")
     path = Path(name)
     path = path if path.is_absolute() else base_dir / path
     if not path.is_file():

@@ -129,9 +129,15 @@ async def dump_state_async(store: Any,
     return canonical_state(raw)
 
 
+_NUMBERS = re.compile(r"\[\s*(-?\d+(?:,\s*-?\d+)*)\s*\]")
+
+
 def render_state(state: State) -> str:
-    """The dump as stable, readable JSON text (what baselines store)."""
-    return json.dumps(state, indent=2, ensure_ascii=False) + "\n"
+    """The dump as stable, readable JSON text (what baselines store); number pairs
+    such as ``"head": [0, 2]`` stay on one line."""
+    text = json.dumps(state, indent=2, ensure_ascii=False)
+    return _NUMBERS.sub(lambda m: "[" + ", ".join(re.split(r",\s*", m.group(1))) + "]",
+                        text) + "\n"
 
 
 def _short(item: dict[str, Any]) -> str:
@@ -149,18 +155,26 @@ def _changed(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 
 def _diff_list(where: str, what: str, old: list[Any], new: list[Any]) -> list[str]:
-    keys = [json.dumps(x, sort_keys=True) for x in old], [json.dumps(x, sort_keys=True) for x in new]
+    keys = ([json.dumps(x, sort_keys=True) for x in old],
+            [json.dumps(x, sort_keys=True) for x in new])
     out: list[str] = []
     matcher = difflib.SequenceMatcher(a=keys[0], b=keys[1], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        if tag == "replace" and i2 - i1 == j2 - j1:
-            out += [f"{where}: changed {what} {i + 1} ({_short(old[i])}): {_changed(old[i], new[j])}"
-                    for i, j in zip(range(i1, i2), range(j1, j2))]
-            continue
-        out += [f"{where}: missing {what} {i + 1} ({_short(old[i])})" for i in range(i1, i2)]
-        out += [f"{where}: extra {what} {j + 1} ({_short(new[j])})" for j in range(j1, j2)]
+        olds, news = list(range(i1, i2)), list(range(j1, j2))
+        # Pair items that keep their id (changed), else those at the same offset.
+        pairs = [(i, j) for i in olds for j in news if "id" in old[i]
+                 and old[i].get("id") == new[j].get("id")]
+        if not pairs and len(olds) == len(news):
+            pairs = list(zip(olds, news, strict=True))
+        paired_old, paired_new = {i for i, _ in pairs}, {j for _, j in pairs}
+        out += [f"{where}: changed {what} {i + 1} ({_short(old[i])}): "
+                f"{_changed(old[i], new[j])}" for i, j in pairs]
+        out += [f"{where}: missing {what} {i + 1} ({_short(old[i])})"
+                for i in olds if i not in paired_old]
+        out += [f"{where}: extra {what} {j + 1} ({_short(new[j])})"
+                for j in news if j not in paired_new]
     return out
 
 

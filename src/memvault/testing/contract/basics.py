@@ -22,7 +22,9 @@ class BasicsContract(ContractBase):
 
     def test_history_last_reads_only_the_newest(self, store: Any) -> None:
         """``history(last=N)``: the newest N, oldest first; 0 gives []; N past the
-        length gives all."""
+        length gives all.
+        Failing: the chain walk's limit or order is wrong.
+        """
         s = store.session("s")
         s.append(users(5))
         assert texts(s.history(last=2)) == ["m3", "m4"]
@@ -30,14 +32,18 @@ class BasicsContract(ContractBase):
         assert texts(s.history(last=99)) == ["m0", "m1", "m2", "m3", "m4"]
 
     def test_missing_session_reads_empty(self, store: Any) -> None:
-        """A session never written has no history, no info, no snapshots, no log."""
+        """A session never written has no history, no info, no snapshots, no log.
+        Failing: reads create the session or raise.
+        """
         s = store.session("nobody")
         assert s.history() == [] and s.info() is None
         assert s.snapshots() == [] and s.log() == [] and s.pop() is None
         assert store.sessions() == []
 
     def test_info_tracks_version_and_length(self, store: Any) -> None:
-        """``info()`` reports version and visible length after each change."""
+        """``info()`` reports version and visible length after each change.
+        Failing: version or length bookkeeping is off.
+        """
         s = store.session("s")
         s.append(users(3))
         info = s.info()
@@ -47,7 +53,9 @@ class BasicsContract(ContractBase):
         assert (s.info().version, s.info().length) == (2, 2)
 
     def test_pop_returns_newest_and_logs(self, store: Any) -> None:
-        """pop hides the newest message, returns it, bumps the version, logs 'pop'."""
+        """pop hides the newest message, returns it, bumps the version, logs 'pop'.
+        Failing: pop moves the head wrongly or logs nothing.
+        """
         s = store.session("s")
         s.append(users(2))
         popped = s.pop()
@@ -56,7 +64,9 @@ class BasicsContract(ContractBase):
         assert s.log()[-1].op == "pop" and s.log()[-1].version == 2
 
     def test_noop_changes_keep_version_and_log_nothing(self, store: Any) -> None:
-        """pop on empty, trim that keeps everything: no version bump, no event."""
+        """pop on empty, trim that keeps everything: no version bump, no event.
+        Failing: a no-op writes an event or bumps the version.
+        """
         s = store.session("s")
         s.append(users(2))
         s.clear()
@@ -67,7 +77,9 @@ class BasicsContract(ContractBase):
         assert len(s.log()) == events and s.info().version == version
 
     def test_trim_and_clear_hide_and_log(self, store: Any) -> None:
-        """trim keeps the newest N; clear hides all; both bump the version and log."""
+        """trim keeps the newest N; clear hides all; both bump the version and log.
+        Failing: the base (trim floor) arithmetic or the log is wrong.
+        """
         s = store.session("s")
         s.append(users(5))
         assert s.trim(keep_last=2) == 2
@@ -77,7 +89,9 @@ class BasicsContract(ContractBase):
         assert [e.op for e in s.log()] == ["append", "trim", "clear"]
 
     def test_append_after_clear_and_pop_is_visible(self, store: Any) -> None:
-        """Nodes appended after clear/pop are visible and chained correctly."""
+        """Nodes appended after clear/pop are visible and chained correctly.
+        Failing: new nodes are chained to a stale head or depth.
+        """
         s = store.session("s")
         s.append(users(3))
         s.clear()
@@ -109,7 +123,9 @@ class BasicsContract(ContractBase):
             store.close()
 
     def test_sessions_and_delete(self, store: Any) -> None:
-        """delete removes a session's messages, snapshots and log; others stay."""
+        """delete removes a session's messages, snapshots and log; others stay.
+        Failing: delete leaves data behind or touches another session.
+        """
         a, b = store.session("a"), store.session("b")
         a.append(users(2))
         b.append(users(1))
@@ -124,7 +140,10 @@ class BasicsContract(ContractBase):
 
     def test_fork_current_and_at_snapshot(self, store: Any) -> None:
         """fork copies the current history, or a snapshot's; snapshots are not copied;
-        the source is untouched."""
+        the source is untouched.
+        Failing: fork copies the wrong chain, copies snapshots, or shares state with the
+        source.
+        """
         s = store.session("s")
         s.append(users(2))
         s.snapshot("two")
@@ -140,7 +159,9 @@ class BasicsContract(ContractBase):
 
     def test_fork_refuses_existing_or_missing(self, store: Any) -> None:
         """fork onto an existing session: ConflictError; at a missing snapshot:
-        SnapshotNotFoundError; neither writes anything."""
+        SnapshotNotFoundError; neither writes anything.
+        Failing: fork checks after writing, or overwrites a session.
+        """
         s = store.session("s")
         s.append(users(1))
         store.session("t").append(users(1, "t"))
@@ -152,7 +173,10 @@ class BasicsContract(ContractBase):
 
     def test_compact_keeps_everything_reachable(self, store: Any) -> None:
         """compact deletes only what no head, snapshot or kept event reaches: every
-        history and snapshot reads the same afterwards, and garbage is gone."""
+        history and snapshot reads the same afterwards, and garbage is gone.
+        Failing: compact deletes reachable nodes or keeps garbage; check its
+        reachability walk.
+        """
         s = store.session("s")
         s.append(users(3))
         s.snapshot("cp")

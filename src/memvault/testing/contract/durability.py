@@ -30,3 +30,21 @@ class DurabilityContract(ContractBase):
             assert len(t.history()) == 3
         finally:
             second.close()
+
+    def test_acknowledged_append_is_visible_to_another_handle(self, opener: Any) -> None:
+        """Invariant 1: once append returns, a read through another connection sees it,
+        at once, with no read or close on the writer's side first. Failing: the backend
+        acknowledges writes before committing them (a buffer, a write-behind cache, an
+        unflushed pipeline): a crash would lose acknowledged turns."""
+        self.require("persistent")
+        writer, reader = opener(), opener()
+        try:
+            sent = users(3)
+            writer.session("s").append(sent[:2])
+            assert reader.session("s").history() == sent[:2]
+            writer.session("s").append(sent[2:])
+            assert reader.session("s").history() == sent
+            assert reader.session("s").info().version == 2
+        finally:
+            writer.close()
+            reader.close()

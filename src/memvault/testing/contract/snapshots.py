@@ -12,7 +12,9 @@ from memvault.testing.contract.base import ContractBase, texts, users
 
 class SnapshotsContract(ContractBase):
     def test_snapshot_keeps_version_but_is_logged(self, store: Any) -> None:
-        """A snapshot changes no history: same version, one 'snapshot' event."""
+        """A snapshot changes no history: same version, one 'snapshot' event.
+        Failing: snapshot bumps the version or logs nothing.
+        """
         s = store.session("s")
         s.append(users(2))
         snap = s.snapshot("cp")
@@ -21,7 +23,9 @@ class SnapshotsContract(ContractBase):
         assert s.log()[-1].op == "snapshot" and s.log()[-1].detail["name"] == "cp"
 
     def test_snapshot_names_are_never_reused(self, store: Any) -> None:
-        """A taken name raises SnapshotExistsError; the first snapshot is unchanged."""
+        """A taken name raises SnapshotExistsError; the first snapshot is unchanged.
+        Failing: snapshots are overwritten (an upsert where an insert belongs).
+        """
         s = store.session("s")
         s.append(users(1))
         s.snapshot("cp")
@@ -31,7 +35,9 @@ class SnapshotsContract(ContractBase):
         assert s.snapshots()[0].length == 1
 
     def test_auto_prefix_is_reserved(self, store: Any) -> None:
-        """Users cannot make ``auto:`` snapshots; nothing is written."""
+        """Users cannot make ``auto:`` snapshots; nothing is written.
+        Failing: the reserved-name check was bypassed.
+        """
         s = store.session("s")
         with pytest.raises(InvalidMessageError):
             s.snapshot("auto:mine")
@@ -57,7 +63,9 @@ class SnapshotsContract(ContractBase):
         assert texts(s.history()) == ["m0", "m1", "bad0"]
 
     def test_rollback_is_undoable(self, store: Any) -> None:
-        """Rolling back to the auto-saved snapshot undoes a rollback."""
+        """Rolling back to the auto-saved snapshot undoes a rollback.
+        Failing: the auto-saved snapshot does not hold the replaced state.
+        """
         s = store.session("s")
         s.append(users(1))
         s.snapshot("cp")
@@ -67,7 +75,9 @@ class SnapshotsContract(ContractBase):
         assert texts(s.history()) == ["m0", "x0", "x1"]
 
     def test_rollback_to_missing_snapshot(self, store: Any) -> None:
-        """A missing snapshot raises SnapshotNotFoundError and changes nothing."""
+        """A missing snapshot raises SnapshotNotFoundError and changes nothing.
+        Failing: rollback changes the session before finding the snapshot.
+        """
         s = store.session("s")
         s.append(users(1))
         with pytest.raises(SnapshotNotFoundError):
@@ -75,7 +85,9 @@ class SnapshotsContract(ContractBase):
         assert s.info().version == 1 and s.snapshots() == []
 
     def test_snapshot_survives_trim_clear_and_pop(self, store: Any) -> None:
-        """Hiding messages never touches what a snapshot holds."""
+        """Hiding messages never touches what a snapshot holds.
+        Failing: hiding messages deletes nodes a snapshot still reaches.
+        """
         s = store.session("s")
         s.append(users(4))
         s.snapshot("full")
@@ -86,7 +98,9 @@ class SnapshotsContract(ContractBase):
         assert texts(s.history()) == ["m0", "m1", "m2", "m3"]
 
     def test_snapshot_of_trimmed_history(self, store: Any) -> None:
-        """A snapshot keeps the trim floor it saw."""
+        """A snapshot keeps the trim floor it saw.
+        Failing: the snapshot does not store the base (trim floor).
+        """
         s = store.session("s")
         s.append(users(4))
         s.trim(keep_last=2)

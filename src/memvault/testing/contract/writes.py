@@ -26,7 +26,9 @@ class WritesContract(ContractBase):
 
     def test_ids_are_matched_against_hidden_messages_too(self, store: Any) -> None:
         """A popped message's id is still stored: re-appending it is a no-op; a new
-        id is needed to add it again."""
+        id is needed to add it again.
+        Failing: idempotency checks only the visible history.
+        """
         s = store.session("s")
         msg = Message.user("hello")
         s.append([msg])
@@ -39,7 +41,9 @@ class WritesContract(ContractBase):
 
     def test_mixed_stored_and_new_ids_write_nothing(self, store: Any) -> None:
         """A batch mixing stored and new ids raises DuplicateMessageError and writes
-        none of it."""
+        none of it.
+        Failing: the backend writes the new part of a mixed batch.
+        """
         s = store.session("s")
         old = users(1)
         s.append(old)
@@ -48,7 +52,9 @@ class WritesContract(ContractBase):
         assert texts(s.history()) == ["m0"] and s.info().version == 1
 
     def test_repeated_id_within_a_batch_is_refused(self, store: Any) -> None:
-        """One id twice in one batch raises and writes nothing."""
+        """One id twice in one batch raises and writes nothing.
+        Failing: duplicates within a batch reach storage.
+        """
         s = store.session("s")
         m = Message.user("x")
         with pytest.raises(DuplicateMessageError):
@@ -56,7 +62,9 @@ class WritesContract(ContractBase):
         assert s.info() is None
 
     def test_same_id_in_two_sessions_is_independent(self, store: Any) -> None:
-        """Idempotency is per session: one message id may live in two sessions."""
+        """Idempotency is per session: one message id may live in two sessions.
+        Failing: message ids are unique per store instead of per session.
+        """
         m = Message.user("shared")
         store.session("a").append([m])
         store.session("b").append([m])
@@ -64,7 +72,9 @@ class WritesContract(ContractBase):
 
     def test_expect_version_is_compare_and_set(self, store: Any) -> None:
         """Invariant 7: expect_version that matches appends; one that does not raises
-        ConflictError and writes nothing. A new session is at version 0."""
+        ConflictError and writes nothing. A new session is at version 0.
+        Failing: the version check and the write are not one atomic step.
+        """
         s = store.session("s")
         with pytest.raises(ConflictError):
             s.append(users(1), expect_version=3)
@@ -77,7 +87,9 @@ class WritesContract(ContractBase):
 
     def test_idempotency_is_checked_before_the_version(self, store: Any) -> None:
         """A retry whose ids are stored succeeds even with a stale expect_version:
-        the retry of an append that landed must not look like a conflict."""
+        the retry of an append that landed must not look like a conflict.
+        Failing: the backend checks expect_version before the stored ids.
+        """
         s = store.session("s")
         batch = users(1)
         s.append(batch, expect_version=0)
@@ -85,7 +97,9 @@ class WritesContract(ContractBase):
         assert s.append(batch, expect_version=0) == 2
 
     def test_batch_is_atomic_and_adjacent(self, store: Any) -> None:
-        """Invariant 2: all messages of one append, adjacent, in order."""
+        """Invariant 2: all messages of one append, adjacent, in order.
+        Failing: a batch is split, reordered or interleaved.
+        """
         s = store.session("s")
         s.append(users(1, "a"))
         s.append(users(100, "b"))

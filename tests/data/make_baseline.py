@@ -1,0 +1,60 @@
+"""Regenerate the seeded-store baselines: ``python -m tests.data.make_baseline``.
+
+Writes baseline.sqlite (a SQLite store after a realistic agent run: turns, tool
+calls, snapshots, a rollback, a fork, a trim) and baseline.jsonl (its export).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import memvault
+from memvault import Message, ToolCall
+from memvault.transfer import export_sessions
+
+HERE = Path(__file__).parent
+T0 = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def run(store: memvault.Store) -> None:
+    s = store.session("user-42")
+    s.append([Message.system("You are a travel agent.", id="sys", created_at=T0),
+              Message.user("My name is Wang; book me a train to Lyon.", id="u1", created_at=T0)])
+    s.append([Message.assistant(None, id="a1", created_at=T0, tool_calls=[
+                  ToolCall(id="call-1", name="search_trains", arguments='{"to": "Lyon"}')]),
+              Message.tool('{"trains": ["08:12", "10:40"]}', id="t1", tool_call_id="call-1",
+                           created_at=T0)])
+    s.snapshot("before-booking")
+    s.append([Message.assistant("Booked the 08:12.", id="a2", created_at=T0),
+              Message.tool("ERROR 500 \x00 garbage", id="t2", tool_call_id="call-2",
+                           created_at=T0)])
+    s.rollback("before-booking")
+    s.append([Message.assistant("Which train do you prefer, Wang?", id="a3", created_at=T0,
+                                metadata={"model": "m-1", "usage": {"in": 41, "out": 9}})])
+    s.snapshot("asked")
+    s.fork("user-42-retry", at="before-booking")
+    other = store.session("support ticket #7 — café ☕")
+    other.append([Message.user(f"line {i}", id=f"l{i}", created_at=T0) for i in range(12)])
+    other.snapshot("full")
+    other.trim(keep_last=4)
+
+
+def main() -> None:
+    db = HERE / "baseline.sqlite"
+    for stale in (db, HERE / "baseline.sqlite-wal", HERE / "baseline.sqlite-shm"):
+        stale.unlink(missing_ok=True)
+    with memvault.open(f"sqlite:///{db}", writer="baseline") as store:
+        run(store)
+        (HERE / "baseline.jsonl").write_text(
+            "".join(line + "\n" for line in export_sessions(store)), encoding="utf-8")
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:  # fold the WAL in, so the baseline is one file
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for leftover in (HERE / "baseline.sqlite-wal", HERE / "baseline.sqlite-shm"):
+        leftover.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()

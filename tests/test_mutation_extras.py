@@ -1,0 +1,354 @@
+"""Exact clock-driven behaviour of the engine-based backends (memory, SQLite).
+
+The client clock is replaced, so TTL expiry, timestamps and sliding are checked to
+the second without sleeping. These tests were added to kill mutants that the
+contract's sleeping TTL tests (too slow for a mutation run) would also catch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memvault
+import memvault.store
+from memvault import Message
+from memvault.model import utc
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/c.db"
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(memvault.store, "time", clock)
+    return clock
+
+
+@pytest.fixture
+def store(url: str, clock: Clock) -> Iterator[Any]:
+    with memvault.open(url, ttl=10, writer="w") as store:
+        yield store
+
+
+def test_expiry_is_exact_and_total(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    s = store.session("s")
+    s.append([Message.user("a", id="a")])
+    s.snapshot("cp")
+    info = s.info()
+    assert (info.created_at, info.updated_at, info.expires_at) == (utc(t0), utc(t0), utc(t0 + 10))
+    assert s.snapshots()[0].created_at == utc(t0) and s.log()[0].at == utc(t0)
+    clock.now = t0 + 9.5
+    assert s.history(last=1)[0].id == "a" and store.sessions() == ["s"]
+    clock.now = t0 + 10  # expires_at is exclusive
+    assert s.info() is None and s.history() == [] and s.snapshots() == [] and s.log() == []
+    assert store.sessions() == []
+    assert s.pop() is None and s.trim(keep_last=0) == 0
+    clock.now = t0 + 11
+    assert s.append([Message.user("a", id="a")]) == 1  # afresh: the old id is gone
+    info = s.info()
+    assert (info.version, info.length, info.created_at) == (1, 1, utc(t0 + 11))
+    assert s.snapshots() == [] and [e.op for e in s.log()] == ["append"]
+
+
+@pytest.mark.parametrize("write", ["append", "pop", "trim", "clear", "snapshot", "rollback"])
+def test_every_write_slides_expiry_to_now_plus_ttl(store: Any, clock: Clock, write: str) -> None:
+    t0 = clock.now
+    s = store.session("s")
+    s.append([Message.user(str(i)) for i in range(3)])
+    s.snapshot("base")
+    clock.now = t0 + 7
+    {"append": lambda: s.append([Message.user("x")]), "pop": s.pop,
+     "trim": lambda: s.trim(keep_last=1), "clear": s.clear,
+     "snapshot": lambda: s.snapshot("later"), "rollback": lambda: s.rollback("base")}[write]()
+    info = s.info()
+    assert info.expires_at == utc(t0 + 17) and info.updated_at == utc(t0 + 7)
+    assert info.created_at == utc(t0)
+    clock.now = t0 + 16
+    assert len(s.snapshots()) >= 1 and s.log()[-1].at == utc(t0 + 7)
+
+
+def test_fork_sets_the_new_sessions_expiry_only(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    s = store.session("s")
+    s.append([Message.user("a")])
+    clock.now = t0 + 5
+    f = s.fork("f")
+    assert f.info().expires_at == utc(t0 + 15) and f.info().created_at == utc(t0 + 5)
+    assert s.info().expires_at == utc(t0 + 10)
+    clock.now = t0 + 12
+    assert store.sessions() == ["f"]
+    assert s.fork("g").history() == []  # an expired source forks as empty
+
+
+def test_compact_purges_expired_sessions(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    store.session("old").append([Message.user("a"), Message.user("b")])
+    clock.now = t0 + 8
+    store.session("new").append([Message.user("c")])
+    clock.now = t0 + 12
+    stats = store.compact()
+    assert (stats.sessions, stats.nodes, stats.events) == (1, 2, 0)
+    assert store.sessions() == ["new"]
+    clock.now = t0 + 30
+    assert store.compact().sessions == 1 and store.compact().sessions == 0
+
+
+def test_writes_to_a_session_do_not_slide_another(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    store.session("a").append([Message.user("a")])
+    clock.now = t0 + 6
+    store.session("b").append([Message.user("b")])
+    clock.now = t0 + 11
+    assert store.sessions() == ["b"]
+
+
+def test_parallel_appends_to_one_file_all_succeed(tmp_path: Path) -> None:
+    """Six threads (a SQLite connection each) appending at once: every append succeeds
+    and lands once, in each writer's order. A smaller, faster sibling of the contract's
+    thread test, kept here for mutation runs."""
+    import threading
+
+    with memvault.open(f"sqlite:///{tmp_path}/t.db") as store:
+        s = store.session("s")
+        errors: list[BaseException] = []
+
+        def run(w: int) -> None:
+            try:
+                for i in range(15):
+                    s.append([Message.user(f"{w}.{i}"), Message.assistant(f"{w}.{i}")])
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        history = [m.content for m in s.history()]
+        assert len(history) == 180 and s.info().version == 90
+        for w in range(6):
+            mine = [c for c in history[::2] if str(c).startswith(f"{w}.")]
+            assert mine == [f"{w}.{i}" for i in range(15)]
+
+
+def test_event_log_records_exact_pointers_and_details(store: Any, clock: Clock) -> None:
+    """Every operation's event: version, op, writer, time, head/base before and after,
+    detail. The log is what answers "who removed my turns": it must be exact."""
+    t = clock.now
+    s = store.session("s")
+    s.append([Message.user(x, id=x) for x in "abc"])
+    s.snapshot("cp")
+    s.pop()
+    s.trim(keep_last=1)
+    s.append([Message.user("d", id="d")])
+    s.trim(keep_last=1)
+    s.clear()
+    s.rollback("cp")
+    s.fork("f", at="cp")
+    s.fork("g")
+    got = [(e.version, e.op, e.writer, e.at, e.head_before, e.base_before, e.head_after,
+            e.base_after, e.detail) for e in s.log()]
+    at = utc(t)
+    assert got == [
+        (1, "append", "w", at, 0, 0, 3, 0, {"messages": 3}),
+        (1, "snapshot", "w", at, 3, 0, 3, 0, {"name": "cp"}),
+        (2, "pop", "w", at, 3, 0, 2, 0, {"message_id": "c"}),
+        (3, "trim", "w", at, 2, 0, 2, 1, {"hidden": 1}),
+        (4, "append", "w", at, 2, 1, 4, 1, {"messages": 1}),
+        (5, "trim", "w", at, 4, 1, 4, 2, {"hidden": 1}),
+        (6, "clear", "w", at, 4, 2, 4, 3, {"hidden": 1}),
+        (7, "rollback", "w", at, 4, 3, 3, 0, {"to": "cp", "saved": "auto:pre-rollback@v6"}),
+    ]
+    forked = [(e.version, e.op, e.head_before, e.base_before, e.head_after, e.base_after,
+               e.detail) for e in store.session("f").log()]
+    assert forked == [(1, "fork", 0, 0, 3, 0, {"from": "s", "at": "cp"})]
+    assert store.session("g").log()[0].detail == {"from": "s", "at": None}
+    assert [(x.name, x.head, x.base, x.version, x.length, x.auto) for x in s.snapshots()] == [
+        ("cp", 3, 0, 1, 3, False), ("auto:pre-rollback@v6", 4, 3, 6, 0, True)]
+
+
+def test_errors_name_the_session_and_snapshot(store: Any) -> None:
+    s = store.session("s")
+    s.append([Message.user("a")])
+    store.session("t").append([Message.user("b")])
+    with pytest.raises(memvault.ConflictError, match="session 't' already exists"):
+        s.fork("t")
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 's' has no snapshot 'x'"):
+        s.fork("u", at="x")
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 'z' has no snapshot 'x'"):
+        store.session("z").fork("u", at="x")  # a missing source has no snapshot either
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 's' has no snapshot 'x'"):
+        s.rollback("x")
+    with pytest.raises(memvault.ConflictError, match="session 's' is at version 1, expected 5"):
+        s.append([Message.user("c")], expect_version=5)
+    assert store.session("z").fork("empty").history() == []
+    assert store.session("empty").log()[0].detail == {"from": "z", "at": None}
+
+
+def test_fork_onto_an_expired_session_starts_it_afresh(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    store.session("old").append([Message.user("stale")])
+    clock.now = t0 + 20
+    s = store.session("s")
+    s.append([Message.user("a")])
+    s.fork("old")
+    assert [m.content for m in store.session("old").history()] == ["a"]
+
+
+def test_memory_urls_and_options() -> None:
+    for url in ("memory://", "memory:", "memory:///", "memory:/"):
+        memvault.open(url).close()
+    with pytest.raises(memvault.ConfigurationError, match=r"takes no path or host.*memory://X"):
+        memvault.open("memory://X")
+    with pytest.raises(memvault.ConfigurationError, match="memory://: unsupported option"):
+        memvault.open("memory://", durability="full")
+
+
+def test_compact_counts_and_keeps_exactly_what_is_reachable(store: Any, clock: Clock) -> None:
+    t0 = clock.now
+    for sid in ("x1", "x2"):  # expire first: compact must still reach the live ones after
+        store.session(sid).append([Message.user("1"), Message.user("2")])
+    clock.now = t0 + 5
+    for sid in ("a", "b"):
+        s = store.session(sid)
+        s.append([Message.user(f"{sid}{i}", id=f"{sid}{i}") for i in range(3)])
+        s.trim(keep_last=1)  # a0, a1 hidden: garbage once the log is dropped
+    clock.now = t0 + 12
+    stats = store.compact(keep_events=5)
+    assert (stats.sessions, stats.nodes, stats.events) == (2, 4, 0)
+    stats = store.compact(keep_events=1)  # the kept trim event still reaches a0, a1
+    assert (stats.sessions, stats.nodes, stats.events) == (0, 0, 2)
+    stats = store.compact(keep_events=0)
+    assert (stats.sessions, stats.nodes, stats.events) == (0, 4, 2)
+    for sid in ("a", "b"):
+        s = store.session(sid)
+        assert [m.id for m in s.history()] == [f"{sid}2"] and s.log() == []
+        s.append([Message.user("again", id=f"{sid}0")])  # a compacted id is free again
+        assert [m.id for m in s.history()] == [f"{sid}2", f"{sid}0"]
+
+
+def test_compact_keeps_the_current_history_without_snapshots_or_log(store: Any) -> None:
+    s = store.session("s")
+    s.append([Message.user(str(i)) for i in range(4)])
+    s.snapshot("first-two-hidden")
+    s.trim(keep_last=2)
+    s.append([Message.user("new")])
+    stats = store.compact(keep_events=0)
+    assert stats.nodes == 0 and [m.content for m in s.history()] == ["2", "3", "new"]
+    s.rollback("first-two-hidden")
+    assert [m.content for m in s.history()] == ["0", "1", "2", "3"]
+
+
+def test_mixed_writes_in_parallel_on_one_file(tmp_path: Path) -> None:
+    """Every write operation, from four threads at once on one SQLite file: none fails
+    with a lock error (each must take the write lock before it reads), and each
+    thread's session ends as its own script says."""
+    import threading
+
+    with memvault.open(f"sqlite:///{tmp_path}/m.db", durability="normal") as store:
+        errors: list[BaseException] = []
+
+        def run(w: int) -> None:
+            try:
+                s = store.session(f"s{w}")
+                for i in range(25):
+                    s.append([Message.user(f"{i}a"), Message.user(f"{i}b")])
+                    s.snapshot(f"cp{i}")
+                    s.pop()
+                    s.trim(keep_last=1)
+                    s.rollback(f"cp{i}")
+                    s.fork(f"f{w}.{i}").delete()
+                    s.clear()
+                    store.compact(keep_events=2)
+                    store.sessions()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert store.sessions() == ["s0", "s1", "s2", "s3"]
+        for w in range(4):
+            s = store.session(f"s{w}")
+            assert s.history() == [] and s.info().version == 100  # append, pop, rollback, clear
+            assert len(s.snapshots()) == 50
+
+
+def test_sqlite_options_are_checked(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/o.db"
+    with memvault.open(url, durability="normal", busy_timeout=0) as store:
+        store.session("s").append([Message.user("a")])
+    with memvault.open(url, busy_timeout=2.5) as store:
+        assert len(store.session("s").history()) == 1
+    for bad in ({"durability": "NORMAL"}, {"durability": "fsync"}):
+        with pytest.raises(memvault.ConfigurationError, match="durability must be 'full' or"):
+            memvault.open(url, **bad)
+    for timeout in (True, -1, "30"):
+        with pytest.raises(memvault.ConfigurationError, match="busy_timeout must be seconds"):
+            memvault.open(url, busy_timeout=timeout)
+
+
+def test_sqlite_refuses_what_it_cannot_open(tmp_path: Path) -> None:
+    import sqlite3
+
+    with pytest.raises(memvault.ConfigurationError, match=r"sqlite:///relative\.db"):
+        memvault.open("sqlite:///")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(memvault.ConfigurationError,
+                       match=r"cannot open SQLite database .*junk\.db.*not a database"):
+        memvault.open(f"sqlite:///{junk}")
+    newer = tmp_path / "newer.db"
+    memvault.open(f"sqlite:///{newer}").close()
+    with sqlite3.connect(newer) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(memvault.ConfigurationError,
+                       match=r"by a newer memvault \(schema 99; this version reads up to 1"):
+        memvault.open(f"sqlite:///{newer}")
+
+
+def test_a_closed_sqlite_store_says_so(tmp_path: Path) -> None:
+    store = memvault.open(f"sqlite:///{tmp_path}/c.db")
+    store.session("s").append([Message.user("a")])
+    store.close()
+    with pytest.raises(memvault.BackendUnavailableError, match="the store is closed"):
+        store.session("s").history()
+
+
+def test_snapshot_and_rollback_on_new_or_missing_sessions(store: Any) -> None:
+    fresh = store.session("fresh")
+    snap = fresh.snapshot("empty")
+    assert (snap.name, snap.head, snap.base, snap.version, snap.length) == ("empty", 0, 0, 0, 0)
+    assert store.sessions() == ["fresh"] and fresh.info().version == 0
+    with pytest.raises(memvault.SnapshotExistsError,
+                       match="session 'fresh' already has snapshot 'empty'"):
+        fresh.snapshot("empty")
+    with pytest.raises(memvault.SnapshotNotFoundError, match="session 'nobody' has no snapshot"):
+        store.session("nobody").rollback("empty")
+    assert store.sessions() == ["fresh"]
+
+
+def test_unknown_sqlite_option_names_the_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/u.db"
+    with pytest.raises(memvault.ConfigurationError, match=f"{url}: unsupported option"):
+        memvault.open(url, colour="blue")

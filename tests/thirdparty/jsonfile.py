@@ -1,0 +1,134 @@
+"""A worked third-party backend: the whole store in one JSON file.
+
+No URL scheme reaches it: tests open it through a picklable factory
+(``functools.partial(JsonFileBackend, path)``). It reuses memvault's operation
+engine, so it only provides storage primitives (the ``Txn`` protocol of
+:mod:`memvault.backends.engine`), and one transaction = load the file under an
+``flock`` (shared to read, exclusive to write), then replace it atomically.
+Simple and slow: every write rewrites the file. It exists to show that the
+contract suite certifies a backend written outside memvault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from memvault.backends.engine import Engine, Node, Row
+from memvault.model import Event, Snapshot, utc
+
+_ROW = ("head", "depth", "base", "version", "next_node", "created_at", "updated_at",
+        "expires_at")
+
+
+class JsonTxn:
+    """The engine's storage primitives over one loaded JSON document."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.sessions: dict[str, Any] = doc.setdefault("sessions", {})
+
+    def load(self, name: str) -> Row | None:
+        s = self.sessions.get(name)
+        return Row(name, name, *(s["row"][k] for k in _ROW)) if s else None
+
+    def create(self, name: str, now: float) -> Row:
+        row = Row(name, name, 0, 0, 0, 0, 1, now, now, None)
+        self.sessions[name] = {"row": {}, "nodes": {}, "snapshots": [], "events": []}
+        self.save(row)
+        return row
+
+    def save(self, row: Row) -> None:
+        self.sessions[row.name]["row"] = {k: getattr(row, k) for k in _ROW}
+
+    def purge(self, row: Row) -> int:
+        return len(self.sessions.pop(row.name)["nodes"])
+
+    def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
+        have = {n[2] for n in self.sessions[row.name]["nodes"].values()}
+        return have.intersection(ids)
+
+    def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
+        table = self.sessions[row.name]["nodes"]
+        for n in nodes:
+            table[str(n.node)] = [n.parent, n.depth, n.msg_id, n.body]
+
+    def node(self, row: Row, node: int) -> Node:
+        return Node(node, *self.sessions[row.name]["nodes"][str(node)])
+
+    def chain(self, row: Row, head: int, count: int) -> list[Node]:
+        out: list[Node] = []
+        while len(out) < count:
+            out.append(self.node(row, head))
+            head = out[-1].parent
+        return out
+
+    def add_event(self, row: Row, event: Event) -> None:
+        e = event
+        self.sessions[row.name]["events"].append(
+            [e.version, e.op, e.writer, e.at.timestamp(), e.head_before, e.base_before,
+             e.head_after, e.base_after, e.detail])
+
+    def events(self, row: Row) -> list[Event]:
+        return [Event(v, op, who, utc(at), *rest)
+                for v, op, who, at, *rest in self.sessions[row.name]["events"]]
+
+    def drop_events(self, row: Row, keep_last: int) -> int:
+        events = self.sessions[row.name]["events"]
+        dropped = max(0, len(events) - keep_last)
+        del events[:dropped]
+        return dropped
+
+    def get_snapshot(self, row: Row, name: str) -> Snapshot | None:
+        return next((s for s in self.snapshots(row) if s.name == name), None)
+
+    def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
+        s = snapshot
+        self.sessions[row.name]["snapshots"].append(
+            [s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(), s.auto])
+
+    def snapshots(self, row: Row) -> list[Snapshot]:
+        return [Snapshot(name, head, base, version, length, utc(at), auto)
+                for name, head, base, version, length, at, auto
+                in self.sessions[row.name]["snapshots"]]
+
+    def rows(self) -> list[Row]:
+        return [row for name in list(self.sessions) if (row := self.load(name))]
+
+    def links(self, row: Row) -> dict[int, tuple[int, int]]:
+        return {int(k): (v[0], v[1]) for k, v in self.sessions[row.name]["nodes"].items()}
+
+    def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
+        table = self.sessions[row.name]["nodes"]
+        for node in nodes:
+            del table[str(node)]
+
+
+class JsonFileBackend(Engine):
+    """A store kept in one JSON file, shared by threads and processes through flock.
+
+    Args:
+        path: the JSON file (created on the first write).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+
+    @contextlib.contextmanager
+    def transaction(self, write: bool) -> Iterator[JsonTxn]:
+        fd = os.open(self._lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
+            doc = json.loads(self.path.read_text("utf-8")) if self.path.exists() else {}
+            yield JsonTxn(doc)
+            if write:  # reached only when the operation did not raise
+                temp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+                temp.write_text(json.dumps(doc, ensure_ascii=False), "utf-8")
+                os.replace(temp, self.path)
+        finally:
+            os.close(fd)  # releases the lock

@@ -7,7 +7,8 @@ contract's sleeping TTL tests (too slow for a mutation run) would also catch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,24 @@ class Clock:
 
     def time(self) -> float:
         return self.now
+
+
+def in_threads(work: Callable[[int], None], count: int) -> list[BaseException]:
+    """Run ``work(0..count-1)`` in threads at once; the errors they raised."""
+    errors: list[BaseException] = []
+
+    def run(w: int) -> None:
+        try:
+            work(w)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -122,25 +141,14 @@ def test_parallel_appends_to_one_file_all_succeed(tmp_path: Path) -> None:
     """Six threads (a SQLite connection each) appending at once: every append succeeds
     and lands once, in each writer's order. A smaller, faster sibling of the contract's
     thread test, kept here for mutation runs."""
-    import threading
-
     with memvault.open(f"sqlite:///{tmp_path}/t.db") as store:
         s = store.session("s")
-        errors: list[BaseException] = []
 
-        def run(w: int) -> None:
-            try:
-                for i in range(15):
-                    s.append([Message.user(f"{w}.{i}"), Message.assistant(f"{w}.{i}")])
-            except BaseException as exc:
-                errors.append(exc)
+        def work(w: int) -> None:
+            for i in range(15):
+                s.append([Message.user(f"{w}.{i}"), Message.assistant(f"{w}.{i}")])
 
-        threads = [threading.Thread(target=run, args=(w,)) for w in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert in_threads(work, 6) == []
         history = [m.content for m in s.history()]
         assert len(history) == 180 and s.info().version == 90
         for w in range(6):
@@ -260,33 +268,22 @@ def test_mixed_writes_in_parallel_on_one_file(tmp_path: Path) -> None:
     """Every write operation, from four threads at once on one SQLite file: none fails
     with a lock error (each must take the write lock before it reads), and each
     thread's session ends as its own script says."""
-    import threading
-
     with memvault.open(f"sqlite:///{tmp_path}/m.db", durability="normal") as store:
-        errors: list[BaseException] = []
 
-        def run(w: int) -> None:
-            try:
-                s = store.session(f"s{w}")
-                for i in range(25):
-                    s.append([Message.user(f"{i}a"), Message.user(f"{i}b")])
-                    s.snapshot(f"cp{i}")
-                    s.pop()
-                    s.trim(keep_last=1)
-                    s.rollback(f"cp{i}")
-                    s.fork(f"f{w}.{i}").delete()
-                    s.clear()
-                    store.compact(keep_events=2)
-                    store.sessions()
-            except BaseException as exc:
-                errors.append(exc)
+        def work(w: int) -> None:
+            s = store.session(f"s{w}")
+            for i in range(25):
+                s.append([Message.user(f"{i}a"), Message.user(f"{i}b")])
+                s.snapshot(f"cp{i}")
+                s.pop()
+                s.trim(keep_last=1)
+                s.rollback(f"cp{i}")
+                s.fork(f"f{w}.{i}").delete()
+                s.clear()
+                store.compact(keep_events=2)
+                store.sessions()
 
-        threads = [threading.Thread(target=run, args=(w,)) for w in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert in_threads(work, 4) == []
         assert store.sessions() == ["s0", "s1", "s2", "s3"]
         for w in range(4):
             s = store.session(f"s{w}")

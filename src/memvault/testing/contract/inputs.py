@@ -26,7 +26,9 @@ WEIRD_IDS = [
 class InputsContract(ContractBase):
     @pytest.mark.parametrize("bad_id", ["", "x" * 513, None, 42, "lone \ud800"])
     def test_bad_session_ids_are_refused(self, store: Any, bad_id: Any) -> None:
-        """Empty, over-long, non-string or unencodable ids: InvalidMessageError."""
+        """Empty, over-long, non-string or unencodable ids: InvalidMessageError.
+        Failing: the facade's id validation was bypassed or changed.
+        """
         with pytest.raises(InvalidMessageError):
             store.session(bad_id)
 
@@ -45,7 +47,9 @@ class InputsContract(ContractBase):
     ])
     def test_bad_messages_write_nothing(self, store: Any, bad: Any) -> None:
         """Every malformed batch raises InvalidMessageError; the session stays absent
-        even when a valid message precedes the bad one."""
+        even when a valid message precedes the bad one.
+        Failing: validation happens after the first write, or lets bad input through.
+        """
         s = store.session("s")
         batch = [Message.user("fine"), *bad] if isinstance(bad, list) and bad else bad
         with pytest.raises(InvalidMessageError):
@@ -53,7 +57,9 @@ class InputsContract(ContractBase):
         assert s.info() is None and store.sessions() == []
 
     def test_size_limits_write_nothing(self, opener: Any) -> None:
-        """A message over the size limit or a batch over the count limit is refused."""
+        """A message over the size limit or a batch over the count limit is refused.
+        Failing: the limits are not enforced before I/O, or differ on this backend.
+        """
         store = opener(limits=Limits(max_message_bytes=1000, max_batch=3))
         try:
             s = store.session("s")
@@ -67,7 +73,10 @@ class InputsContract(ContractBase):
             store.close()
 
     def test_default_message_limit_is_4_mib(self, store: Any) -> None:
-        """The default limit is 4 MiB encoded: just under is stored, over is refused."""
+        """The default limit is 4 MiB encoded: just under is stored, over is refused.
+        Failing: the backend truncates or refuses large bodies (column size, value
+        limit).
+        """
         s = store.session("s")
         with pytest.raises(InvalidMessageError):
             s.append([Message.user("x" * (4 * 1024 * 1024))])
@@ -77,7 +86,9 @@ class InputsContract(ContractBase):
 
     @pytest.mark.parametrize("name", ["", "n" * 257, "auto:x", None])
     def test_bad_snapshot_names(self, store: Any, name: Any) -> None:
-        """Empty, over-long, reserved or non-string snapshot names are refused."""
+        """Empty, over-long, reserved or non-string snapshot names are refused.
+        Failing: snapshot-name validation was bypassed.
+        """
         s = store.session("s")
         s.append([Message.user("x")])
         with pytest.raises(InvalidMessageError):
@@ -86,15 +97,15 @@ class InputsContract(ContractBase):
 
     @pytest.mark.parametrize("value", [-1, 1.5, "3", True])
     def test_bad_counts(self, store: Any, value: Any) -> None:
-        """last, keep_last, expect_version and keep_events take non-negative ints."""
+        """last, keep_last, expect_version and keep_events take non-negative ints.
+        Failing: an argument check was bypassed and reached the backend.
+        """
         s = store.session("s")
         s.append([Message.user("x")])
         calls: list[Callable[[], object]] = [
-            lambda: s.history(last=value),
-            lambda: s.trim(keep_last=value),
+            lambda: s.history(last=value), lambda: s.trim(keep_last=value),
             lambda: s.append([Message.user("y")], expect_version=value),
-            lambda: store.compact(keep_events=value),
-        ]
+            lambda: store.compact(keep_events=value)]
         for call in calls:
             with pytest.raises(InvalidMessageError):
                 call()

@@ -49,19 +49,17 @@ from common import (
     at_most,
     filling,
     flat_with_size,
-    history_comparison,
     lc_messages,
     lc_turn,
     machine,
     mv_messages,
     mv_turn,
-    pointer_comparison,
     pointer_targets,
     prebuilt,
     progress,
-    reads_all_comparison,
     report,
     run,
+    shared_benches,
     turn_pairs,
 )
 from harness import Candidate, Comparison, compare, on_loop
@@ -156,6 +154,12 @@ class Stores:
             self.raw.snapshot(name, "base")
             self.mv.session(name).snapshot("base")
 
+    def history_peers(self, session: str, group: str) -> list[Candidate]:
+        mva, agents = self.mv_async.session(session), self.agents[session]
+        return [Candidate(MV_ASYNC, on_loop(self.loop, lambda i: mva.history(last=20)), group),
+                Candidate(AGENTS, on_loop(self.loop, lambda i: agents.get_items(limit=20)),
+                          group)]
+
     def close(self) -> None:
         """Delete every key of the run, then close the clients."""
         for key_batch in _batches(self.client.scan_iter(match=f"{PREFIX}:*", count=1000)):
@@ -191,16 +195,6 @@ def bench_append(s: Stores, calls: int, warmup: int, runs: int) -> Comparison:
             [{"role": r, "content": t} for r, t in turn_pairs(i)]))),  # type: ignore[misc]
         Candidate(LANGCHAIN, lambda i: lc.add_messages(lc_turns(i))),
     ], baseline=RAW, calls=calls, warmup=warmup, runs=runs, between_runs=progress)
-
-
-def bench_history(s: Stores, calls: int, warmup: int, runs: int) -> Comparison:
-    def peers(name: str, group: str) -> list[Candidate]:
-        mva, agents = s.mv_async.session(name), s.agents[name]
-        return [Candidate(MV_ASYNC, on_loop(s.loop, lambda i: mva.history(last=20)), group),
-                Candidate(AGENTS, on_loop(s.loop, lambda i: agents.get_items(limit=20)),
-                          group)]
-
-    return history_comparison(RAW, s.raw, s.mv, peers, calls, warmup, runs)
 
 
 def targets(cmps: dict[str, Comparison]) -> list[str]:
@@ -239,7 +233,6 @@ def main() -> None:
     ap.add_argument("--url", default="redis://127.0.0.1:6379/12",
                     help="the Redis database to use (keys under a prefix unique to the run)")
     args = ap.parse_args()
-    calls, warmup, runs = args.calls, args.warmup, args.runs
 
     loop = asyncio.new_event_loop()
     s = Stores(args.url, loop)
@@ -248,15 +241,9 @@ def main() -> None:
                         server_facts(s.client, args.url))
         s.fill()
         cmps = run(args.only, {
-            "append": lambda: bench_append(s, calls, warmup, runs),
-            "history": lambda: bench_history(s, calls, warmup, runs),
-            "langchain": lambda: {
-                f"langchain-{size}": reads_all_comparison(
-                    RAW, s.raw, s.mv, size, LANGCHAIN, lambda size=size: s.lc[str(size)].messages,
-                    args.langchain_calls, runs)
-                for size in SIZES},
-            **{op: lambda op=op: pointer_comparison(op, RAW, s.raw, s.mv, calls, warmup, runs)
-               for op in ("snapshot", "rollback")},
+            "append": lambda: bench_append(s, args.calls, args.warmup, args.runs),
+            **shared_benches(RAW, s.raw, s.mv, args, s.history_peers, LANGCHAIN,
+                             lambda session: s.lc[session].messages),
         })
     finally:
         s.close()

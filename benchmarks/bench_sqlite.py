@@ -45,19 +45,17 @@ from common import (
     at_most,
     filling,
     flat_with_size,
-    history_comparison,
     lc_messages,
     lc_turn,
     machine,
     mv_messages,
     mv_turn,
-    pointer_comparison,
     pointer_targets,
     prebuilt,
     progress,
-    reads_all_comparison,
     report,
     run,
+    shared_benches,
     turn_pairs,
     verdict,
 )
@@ -188,6 +186,11 @@ class Stores:
                                      for r, t in turn_pairs(i)])
         return on_loop(self.loop, call)
 
+    def history_peers(self, session: str, group: str) -> list[Candidate]:
+        agents = self.agents[session]
+        return [Candidate(AGENTS, on_loop(self.loop, lambda i: agents.get_items(limit=20)),
+                          group)]
+
     # -- filling -----------------------------------------------------------------------
     def fill(self) -> None:
         for size in SIZES:
@@ -239,14 +242,6 @@ def bench_append(s: Stores, durability: str, calls: int, warmup: int, runs: int)
         warm_wal(path, cand.call)
     return compare("append one 2-message turn", [c for c, _ in cands], baseline=RAW,
                    calls=calls, warmup=warmup, runs=runs, between_runs=progress)
-
-
-def bench_history(s: Stores, calls: int, warmup: int, runs: int) -> Comparison:
-    def agents(name: str, group: str) -> list[Candidate]:
-        session = s.agents[name]
-        return [Candidate(AGENTS, on_loop(s.loop, lambda i: session.get_items(limit=20)), group)]
-
-    return history_comparison(RAW, s.raw["full"], s.mv["full"], agents, calls, warmup, runs)
 
 
 def targets(cmps: dict[str, Comparison]) -> list[str]:
@@ -301,15 +296,8 @@ def main() -> None:
         cmps = run(args.only, {
             "append-full": lambda: bench_append(s, "full", calls, warmup, runs),
             "append-normal": lambda: bench_append(s, "normal", calls, warmup, runs),
-            "history": lambda: bench_history(s, calls, warmup, runs),
-            "langchain": lambda: {
-                f"langchain-{size}": reads_all_comparison(
-                    RAW, s.raw["full"], s.mv["full"], size, LANGCHAIN,
-                    lambda size=size: s.lc[str(size)].messages, args.langchain_calls, runs)
-                for size in SIZES},
-            **{op: lambda op=op: pointer_comparison(op, RAW, s.raw["full"], s.mv["full"],
-                                                    calls, warmup, runs)
-               for op in ("snapshot", "rollback")},
+            **shared_benches(RAW, s.raw["full"], s.mv["full"], args, s.history_peers,
+                             LANGCHAIN, lambda session: s.lc[session].messages),
         })
         settings = s.settings()
     loop.close()

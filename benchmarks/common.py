@@ -145,6 +145,32 @@ def pointer_comparison(op: str, raw_name: str, raw: RawStore, mv: Any, calls: in
                    between_runs=progress)
 
 
+Bench = Callable[[], "Comparison | dict[str, Comparison]"]
+
+
+def shared_benches(raw_name: str, raw: RawStore, mv: Any, args: argparse.Namespace,
+                   history_peers: Callable[[str, str], list[Candidate]], langchain: str,
+                   langchain_read: Callable[[str], object]) -> dict[str, Bench]:
+    """The comparisons every backend runs beside its append: "history", "langchain"
+    (``langchain_read(session)`` reads all of a session), "snapshot" and "rollback"."""
+    calls, warmup, runs = args.calls, args.warmup, args.runs
+    return {
+        "history": lambda: history_comparison(raw_name, raw, mv, history_peers, calls, warmup,
+                                              runs),
+        "langchain": lambda: {
+            f"langchain-{size}": reads_all_comparison(
+                raw_name, raw, mv, size, langchain, lambda size=size: langchain_read(str(size)),
+                args.langchain_calls, runs)
+            for size in SIZES},
+        **{op: lambda op=op: pointer_comparison(op, raw_name, raw, mv, calls, warmup, runs)
+           for op in ("snapshot", "rollback")},
+    }
+
+
+def no_peers(session: str, group: str) -> list[Candidate]:
+    return []
+
+
 # -- targets -------------------------------------------------------------------------
 def at_most(label: str, cmp: Comparison, a: tuple[str, str], b: tuple[str, str],
             limit: float) -> str:
@@ -188,8 +214,7 @@ def arguments(doc: str, only: Sequence[str]) -> argparse.ArgumentParser:
     return ap
 
 
-def run(only: Sequence[str], benches: dict[str, Callable[[], Comparison | dict[str, Comparison]]]
-        ) -> dict[str, Comparison]:
+def run(only: Sequence[str], benches: dict[str, Bench]) -> dict[str, Comparison]:
     """Run the comparisons named in ``only``, in that order; a bench may give several."""
     cmps: dict[str, Comparison] = {}
     for name in only:

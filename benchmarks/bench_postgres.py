@@ -12,10 +12,12 @@ commit waits for the server's WAL flush as the server is configured (its
 
 - raw psycopg: the minimal equivalent work, one statement (so one transaction and
   one round trip) per operation, on one connection in autocommit mode. Append: one
-  ``INSERT`` of the turn's two JSON rows into a table indexed by (session, id).
-  History: the newest 20 rows through that index, ``json.loads`` each, oldest first.
-  Snapshot: one ``INSERT`` of a named pointer (the session's head). Rollback: one
-  statement saving the current pointer under a new name and moving it.
+  ``INSERT`` of the turn's two JSON rows into a table whose primary key is (session,
+  id) (its only index: with a second one on the id alone, the planner walks that one
+  when a session holds most rows). History: the newest 20 rows through the primary
+  key, ``json.loads`` each, oldest first. Snapshot: one ``INSERT`` of a named pointer
+  (the session's head). Rollback: one statement saving the current pointer under a
+  new name and moving it.
 - memvault: ``memvault.open("postgresql://...", schema=...)``, its public API (a pool
   of psycopg connections; every operation is one server-side function call).
 - langchain-postgres ``PostgresChatMessageHistory`` on its own connection: append is
@@ -81,9 +83,9 @@ class Raw:
     def __init__(self, url: str) -> None:
         self.db = psycopg.connect(url, autocommit=True)
         self.db.execute(sql.SQL("""
-            CREATE TABLE {s}.messages (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                                       session text NOT NULL, body text NOT NULL);
-            CREATE INDEX ON {s}.messages (session, id);
+            CREATE TABLE {s}.messages (id bigint GENERATED ALWAYS AS IDENTITY,
+                                       session text NOT NULL, body text NOT NULL,
+                                       PRIMARY KEY (session, id));
             CREATE TABLE {s}.heads (session text PRIMARY KEY, head bigint NOT NULL);
             CREATE TABLE {s}.snapshots (session text NOT NULL, name text NOT NULL,
                                         head bigint NOT NULL, PRIMARY KEY (session, name));

@@ -81,3 +81,41 @@ def test_redis_matches_the_reference_engine(ops: list[tuple[Any, ...]],
             assert observe(reference, now) == observe(redis_backend, now), (op, args)
     finally:
         redis_backend.close()
+
+
+def test_long_chains_with_broken_runs_match_the_reference_engine() -> None:
+    """Failing: a walk over more nodes than one lookup asks for (500) or than Lua can
+    pass to one command (~8,000), or over node ids that stop running down one by one
+    (appends after pops and rollbacks), reads or copies a different chain from the
+    engine's."""
+    reference, redis_backend = MemoryBackend(), RedisBackend(redis_settings(flushed()))
+    w = Write("w", time.time(), None)
+    serial = iter(range(10**6))
+
+    def batch(n: int) -> list[Record]:
+        return [encode_message(Message.user(f"m{i}", id=f"m{i}"), 1 << 20)
+                for i in (next(serial) for _ in range(n))]
+
+    steps: list[tuple[str, list[Any], list[Record]]] = [
+        *[("append", ["s", None, None], batch(1000)) for _ in range(8)],
+        ("append", ["s", None, None], batch(700)), ("snapshot", ["s", "mid"], []),
+    ]
+    for k in range(1, 12):  # runs of every length from 1 to 11, then a pop
+        steps += [("append", ["s", None, None], batch(k)), ("pop", ["s"], [])]
+    steps += [("append", ["s", None, None], batch(600)), ("rollback", ["s", "mid"], []),
+              ("append", ["s", None, None], batch(5)), ("fork", ["s", "t", None], []),
+              ("fork", ["s", "u", "mid"], []), ("rollback", ["s", "auto:pre-rollback@v32"], [])]
+    try:
+        for op, args, records in steps:
+            if op == "append":
+                args = [args[0], records, None]
+            results = [outcome(b, op, args, records, w) for b in (reference, redis_backend)]
+            assert results[0] == results[1], (op, args[:1])
+            assert results[0][0] == "ok", results[0]
+        for s in ("s", "t", "u"):
+            for last in (None, 1, 4, 5, 12, 499, 500, 501, 1000, 8500):
+                expected = reference.history(s, last, w.now)
+                assert redis_backend.history(s, last, w.now) == expected, (s, last)
+            assert redis_backend.info(s, w.now) == reference.info(s, w.now)
+    finally:
+        redis_backend.close()

@@ -81,13 +81,17 @@ end
 
 -- Chain the (id, message) pairs ARGV[first..] onto the head.
 local function add_nodes(r, first)
+  local msgs, links, ids = {}, {}, {}
   for i = first, #ARGV, 2 do
-    local node = r.next
-    redis.call('HSET', MSGS, node, ARGV[i + 1])
-    redis.call('HSET', LINKS, node, r.head .. ':' .. (r.depth + 1) .. ':' .. ARGV[i])
-    redis.call('HSET', IDS, ARGV[i], node)
+    local node, n = r.next, #msgs
+    msgs[n + 1], msgs[n + 2] = node, ARGV[i + 1]
+    links[n + 1], links[n + 2] = node, r.head .. ':' .. (r.depth + 1) .. ':' .. ARGV[i]
+    ids[n + 1], ids[n + 2] = ARGV[i], node
     r.head, r.depth, r.next = node, r.depth + 1, node + 1
   end
+  hset(MSGS, msgs)
+  hset(LINKS, links)
+  hset(IDS, ids)
 end
 
 local function save_snapshot(r, name, auto)
@@ -101,13 +105,13 @@ end
 -- Save the row, log the event, and give every key of the session the same expiry.
 local function commit(r, name, head0, base0, detail, bump)
   if bump then r.version = r.version + 1 end
-  redis.call('HSET', META, 'head', r.head, 'depth', r.depth, 'base', r.base,
-             'version', r.version, 'next', r.next, 'created', r.created,
-             'updated', now_text, 'snaps', r.snaps)
+  local fields = {'head', r.head, 'depth', r.depth, 'base', r.base, 'version', r.version,
+                  'next', r.next, 'created', r.created, 'updated', now_text, 'snaps', r.snaps}
+  if expires ~= '' then fields[17], fields[18] = 'expires', expires end
+  redis.call('HSET', META, unpack(fields))
   redis.call('RPUSH', LOG, cjson.encode({r.version, name, writer, now_text, head0, base0,
                                          r.head, r.base, detail}))
   if expires ~= '' then
-    redis.call('HSET', META, 'expires', expires)
     for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expire_ms) end
   elseif r.expires then
     redis.call('HDEL', META, 'expires')
@@ -120,8 +124,11 @@ if op == 'append' then
   local count = (#ARGV - 6) / 2
   local stored = {}
   if row then
-    for i = 7, #ARGV, 2 do
-      if redis.call('HEXISTS', IDS, ARGV[i]) == 1 then stored[#stored + 1] = ARGV[i] end
+    local ids = {}
+    for i = 7, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+    local nodes = hmget(IDS, ids)
+    for k = 1, #ids do
+      if nodes[k] then stored[#stored + 1] = ids[k] end
     end
   end
   if #stored == count then return {'ok', row.version} end

@@ -2,22 +2,25 @@
 --
 -- A session is six keys sharing one hash tag (so one cluster slot):
 --   meta   hash  head, depth, base, version, next (node id), created, updated,
---                expires (absent: never), snaps (snapshot sequence)
+--                expires (absent: never), snaps (snapshot sequence), run (below)
 --   msgs   hash  node id -> encoded message
 --   links  hash  node id -> "parent:depth:message id"
 --   ids    hash  message id -> node id (idempotent appends)
 --   snaps  hash  snapshot name -> JSON [seq, head, base, version, length, created, auto]
 --   log    list  JSON events [version, op, writer, at, head0, base0, head1, base1, detail]
 -- Timestamps are kept as the client's decimal text: Lua would round them to 14 digits.
+-- run: nodes run..head lie on the chain one id apart (each one's parent is the id
+-- below it), so reads of the newest messages need no link lookup. Any lower bound of
+-- that stretch will do; absent (sessions written before it existed): unknown.
 local META, MSGS, LINKS, IDS, SNAPS, LOG = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 local function load()
   local v = redis.call('HMGET', META, 'head', 'depth', 'base', 'version', 'next', 'created',
-                       'updated', 'expires', 'snaps')
+                       'updated', 'expires', 'snaps', 'run')
   if not v[1] then return nil end
   return {head = tonumber(v[1]), depth = tonumber(v[2]), base = tonumber(v[3]),
           version = tonumber(v[4]), next = tonumber(v[5]), created = v[6], updated = v[7],
-          expires = v[8] or nil, snaps = tonumber(v[9])}
+          expires = v[8] or nil, snaps = tonumber(v[9]), run = tonumber(v[10])}
 end
 
 local function expired(row, now)
@@ -93,4 +96,17 @@ end
 local function messages(head, count, with_ids)
   local nodes, depths, ids = chain(head, count, with_ids)
   return hmget(MSGS, nodes), depths, ids
+end
+
+-- The `count` newest nodes of the session `row` (oldest first): their messages and
+-- depths. Within the run (see above) ids and depths count down from the head's.
+local function newest(row, count)
+  if row.run and row.head - row.run + 1 >= count then
+    local nodes, depths = {}, {}
+    for i = 1, count do
+      nodes[i], depths[i] = row.head - count + i, row.depth - count + i
+    end
+    return hmget(MSGS, nodes), depths
+  end
+  return messages(row.head, count, false)
 end

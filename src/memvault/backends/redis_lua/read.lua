@@ -7,7 +7,7 @@ if op == 'history' then
   if not row then return {} end
   local count = row.depth - row.base
   if ARGV[3] ~= '' then count = math.min(tonumber(ARGV[3]), count) end
-  local bodies, depths = messages(row.head, count, false)
+  local bodies, depths = newest(row, count)
   local reply = {}
   for i = 1, count do
     reply[2 * i - 1] = depths[i]

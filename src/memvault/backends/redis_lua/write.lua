@@ -76,11 +76,14 @@ local row = live(now)
 local function start(current)
   if current then return current end
   drop_all()
-  return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0}
+  return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0,
+          run = 1}
 end
 
 -- Chain the (id, message) pairs ARGV[first..] onto the head.
 local function add_nodes(r, first)
+  -- the first new node's parent is the head: the run goes on if that is the id below
+  if not r.run or r.head ~= r.next - 1 then r.run = r.next end
   local msgs, links, ids = {}, {}, {}
   for i = first, #ARGV, 2 do
     local node, n = r.next, #msgs
@@ -107,7 +110,8 @@ local function commit(r, name, head0, base0, detail, bump)
   if bump then r.version = r.version + 1 end
   local fields = {'head', r.head, 'depth', r.depth, 'base', r.base, 'version', r.version,
                   'next', r.next, 'created', r.created, 'updated', now_text, 'snaps', r.snaps}
-  if expires ~= '' then fields[17], fields[18] = 'expires', expires end
+  if r.run then fields[#fields + 1], fields[#fields + 2] = 'run', r.run end
+  if expires ~= '' then fields[#fields + 1], fields[#fields + 2] = 'expires', expires end
   redis.call('HSET', META, unpack(fields))
   redis.call('RPUSH', LOG, cjson.encode({r.version, name, writer, now_text, head0, base0,
                                          r.head, r.base, detail}))
@@ -149,6 +153,7 @@ elseif op == 'pop' then
   local message = redis.call('HGET', MSGS, row.head)
   local head0, base0 = row.head, row.base
   row.head, row.depth = parent, depth - 1
+  if row.run and parent < row.run then row.run = parent end
   commit(row, 'pop', head0, base0, {message_id = id}, true)
   return {depth, message}
 elseif op == 'trim' then
@@ -177,6 +182,7 @@ elseif op == 'rollback' then
   target = cjson.decode(target)
   local head0, base0 = row.head, row.base
   row.head, row.base, row.depth = target[2], target[3], target[3] + target[5]
+  row.run = row.head
   commit(row, 'rollback', head0, base0, {to = name, saved = saved_name}, true)
   return {'ok', saved_name, saved}
 elseif op == 'fork' then

@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib.resources import files
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote
@@ -124,10 +125,16 @@ class Layout:
         self.prefix = prefix
         glob = re.sub(r"([\\*?\[\]])", r"\\\1", prefix)
         self.pattern = f"{glob}:{{*}}:{SUFFIXES[0]}"
+        # Percent-encoding an id costs as much as sending a few more arguments, on
+        # every operation; a process talks to the same few sessions again and again.
+        self._keys = lru_cache(maxsize=1024)(self._make_keys)
 
-    def keys(self, session_id: str) -> list[str]:
+    def keys(self, session_id: str) -> tuple[str, ...]:
+        return self._keys(session_id)
+
+    def _make_keys(self, session_id: str) -> tuple[str, ...]:
         tag = quote(session_id, safe="")
-        return [f"{self.prefix}:{{{tag}}}:{suffix}" for suffix in SUFFIXES]
+        return tuple(f"{self.prefix}:{{{tag}}}:{suffix}" for suffix in SUFFIXES)
 
     def session_id(self, meta_key: bytes) -> str | None:
         """The session a scanned meta key belongs to (None: not one of ours)."""
@@ -215,7 +222,12 @@ class Operations:
 
     def history(self, session_id: str, last: int | None, now: float) -> Op[list[Stored]]:
         reply = yield self._read(session_id, "history", now, _none(last))
-        return [_stored(session_id, reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+        try:
+            return [(depth, body.decode("utf-8"))
+                    for depth, body in zip(reply[::2], reply[1::2], strict=True)]
+        except (AttributeError, UnicodeDecodeError):  # a message missing or not UTF-8
+            return [_stored(session_id, reply[i], reply[i + 1])
+                    for i in range(0, len(reply), 2)]
 
     def info(self, session_id: str, now: float) -> Op[SessionInfo | None]:
         reply = yield self._read(session_id, "info", now)

@@ -2,22 +2,25 @@
 --
 -- A session is six keys sharing one hash tag (so one cluster slot):
 --   meta   hash  head, depth, base, version, next (node id), created, updated,
---                expires (absent: never), snaps (snapshot sequence)
+--                expires (absent: never), snaps (snapshot sequence), run (below)
 --   msgs   hash  node id -> encoded message
 --   links  hash  node id -> "parent:depth:message id"
 --   ids    hash  message id -> node id (idempotent appends)
 --   snaps  hash  snapshot name -> JSON [seq, head, base, version, length, created, auto]
 --   log    list  JSON events [version, op, writer, at, head0, base0, head1, base1, detail]
 -- Timestamps are kept as the client's decimal text: Lua would round them to 14 digits.
+-- run: nodes run..head lie on the chain one id apart (each one's parent is the id
+-- below it), so reads of the newest messages need no link lookup. Any lower bound of
+-- that stretch will do; absent (sessions written before it existed): unknown.
 local META, MSGS, LINKS, IDS, SNAPS, LOG = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 local function load()
   local v = redis.call('HMGET', META, 'head', 'depth', 'base', 'version', 'next', 'created',
-                       'updated', 'expires', 'snaps')
+                       'updated', 'expires', 'snaps', 'run')
   if not v[1] then return nil end
   return {head = tonumber(v[1]), depth = tonumber(v[2]), base = tonumber(v[3]),
           version = tonumber(v[4]), next = tonumber(v[5]), created = v[6], updated = v[7],
-          expires = v[8] or nil, snaps = tonumber(v[9])}
+          expires = v[8] or nil, snaps = tonumber(v[9]), run = tonumber(v[10])}
 end
 
 local function expired(row, now)
@@ -31,25 +34,79 @@ local function live(now)
   return row
 end
 
--- parent, depth, message id of a node (found by position: ids may hold any byte).
+-- A link is "parent:depth:message id"; the id is all that follows the second colon
+-- (it may hold any byte). LINK captures parent, depth and where the id starts.
+local LINK = '^(%d+):(%d+):()'
+
 local function parse_link(v)
-  local a = string.find(v, ':', 1, true)
-  local b = string.find(v, ':', a + 1, true)
-  return tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, b - 1)),
-         string.sub(v, b + 1)
+  local parent, depth, at = string.match(v, LINK)
+  return tonumber(parent), tonumber(depth), string.sub(v, at)
 end
 
 local function link(node)
   return parse_link(redis.call('HGET', LINKS, node))
 end
 
--- The `count` nodes from `head` back, oldest first: {node, depth, message id}.
-local function chain(head, count)
-  local out, node = {}, head
-  for i = count, 1, -1 do
-    local parent, depth, id = link(node)
-    out[i] = {node, depth, id}
-    node = parent
+-- Lua's unpack() refuses a few thousand values: long argument lists go in slices.
+local SLICE = 500
+
+-- HMGET of any number of fields; missing ones are false.
+local function hmget(key, fields)
+  local out = {}
+  for first = 1, #fields, SLICE do
+    local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,
+                                                                       #fields)))
+    for k = 1, #got do out[first + k - 1] = got[k] end
   end
   return out
+end
+
+-- HSET of any number of field, value pairs (a flat list).
+local function hset(key, flat)
+  for first = 1, #flat, 2 * SLICE do
+    redis.call('HSET', key, unpack(flat, first, math.min(first + 2 * SLICE - 1, #flat)))
+  end
+end
+
+-- The `count` nodes from `head` back, oldest first: their ids, depths and (with
+-- `with_ids`) message ids, in three lists.
+-- Along a chain node ids mostly run down one by one (an append after a pop or a
+-- rollback breaks the run), so one HMGET guesses the next ids at once; where a
+-- guess fails, the walk asks again from the real parent, for fewer ids.
+local function chain(head, count, with_ids)
+  local nodes, depths, ids = {}, {}, {}
+  local node, left, want = head, count, SLICE
+  while left > 0 do
+    local guess = {}
+    for k = 1, math.min(left, want) do guess[k] = node - k + 1 end
+    local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0
+    for k = 1, #guess do
+      if guess[k] ~= node then break end
+      local parent, depth, at = string.match(links[k], LINK)
+      nodes[left], depths[left] = node, tonumber(depth)
+      if with_ids then ids[left] = string.sub(links[k], at) end
+      left, node, used = left - 1, tonumber(parent), k
+    end
+    if used < #guess then want = math.max(4, 2 * used) else want = math.min(SLICE, 2 * want) end
+  end
+  return nodes, depths, ids
+end
+
+-- chain(head, count, with_ids), and each node's message (false where it is missing).
+local function messages(head, count, with_ids)
+  local nodes, depths, ids = chain(head, count, with_ids)
+  return hmget(MSGS, nodes), depths, ids
+end
+
+-- The `count` newest nodes of the session `row` (oldest first): their messages and
+-- depths. Within the run (see above) ids and depths count down from the head's.
+local function newest(row, count)
+  if row.run and row.head - row.run + 1 >= count then
+    local nodes, depths = {}, {}
+    for i = 1, count do
+      nodes[i], depths[i] = row.head - count + i, row.depth - count + i
+    end
+    return hmget(MSGS, nodes), depths
+  end
+  return messages(row.head, count, false)
 end

@@ -7,12 +7,11 @@ if op == 'history' then
   if not row then return {} end
   local count = row.depth - row.base
   if ARGV[3] ~= '' then count = math.min(tonumber(ARGV[3]), count) end
-  local reply, node = {}, row.head
-  for i = count, 1, -1 do
-    local parent, depth = link(node)
-    reply[2 * i - 1] = depth
-    reply[2 * i] = redis.call('HGET', MSGS, node)
-    node = parent
+  local bodies, depths = newest(row, count)
+  local reply = {}
+  for i = 1, count do
+    reply[2 * i - 1] = depths[i]
+    reply[2 * i] = bodies[i]
   end
   return reply
 elseif op == 'info' then
@@ -34,10 +33,11 @@ elseif op == 'fork_read' then
     snap = cjson.decode(snap)
     head, count = snap[2], snap[5]
   end
+  local bodies, _, ids = messages(head, count, true)
   local reply = {'ok'}
-  for _, n in ipairs(chain(head, count)) do
-    reply[#reply + 1] = n[3]
-    reply[#reply + 1] = redis.call('HGET', MSGS, n[1])
+  for i = 1, count do
+    reply[2 * i] = ids[i]
+    reply[2 * i + 1] = bodies[i]
   end
   return reply
 end

@@ -76,18 +76,25 @@ local row = live(now)
 local function start(current)
   if current then return current end
   drop_all()
-  return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0}
+  return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0,
+          run = 1}
 end
 
 -- Chain the (id, message) pairs ARGV[first..] onto the head.
 local function add_nodes(r, first)
+  -- the first new node's parent is the head: the run goes on if that is the id below
+  if not r.run or r.head ~= r.next - 1 then r.run = r.next end
+  local msgs, links, ids = {}, {}, {}
   for i = first, #ARGV, 2 do
-    local node = r.next
-    redis.call('HSET', MSGS, node, ARGV[i + 1])
-    redis.call('HSET', LINKS, node, r.head .. ':' .. (r.depth + 1) .. ':' .. ARGV[i])
-    redis.call('HSET', IDS, ARGV[i], node)
+    local node, n = r.next, #msgs
+    msgs[n + 1], msgs[n + 2] = node, ARGV[i + 1]
+    links[n + 1], links[n + 2] = node, r.head .. ':' .. (r.depth + 1) .. ':' .. ARGV[i]
+    ids[n + 1], ids[n + 2] = ARGV[i], node
     r.head, r.depth, r.next = node, r.depth + 1, node + 1
   end
+  hset(MSGS, msgs)
+  hset(LINKS, links)
+  hset(IDS, ids)
 end
 
 local function save_snapshot(r, name, auto)
@@ -101,13 +108,14 @@ end
 -- Save the row, log the event, and give every key of the session the same expiry.
 local function commit(r, name, head0, base0, detail, bump)
   if bump then r.version = r.version + 1 end
-  redis.call('HSET', META, 'head', r.head, 'depth', r.depth, 'base', r.base,
-             'version', r.version, 'next', r.next, 'created', r.created,
-             'updated', now_text, 'snaps', r.snaps)
+  local fields = {'head', r.head, 'depth', r.depth, 'base', r.base, 'version', r.version,
+                  'next', r.next, 'created', r.created, 'updated', now_text, 'snaps', r.snaps}
+  if r.run then fields[#fields + 1], fields[#fields + 2] = 'run', r.run end
+  if expires ~= '' then fields[#fields + 1], fields[#fields + 2] = 'expires', expires end
+  redis.call('HSET', META, unpack(fields))
   redis.call('RPUSH', LOG, cjson.encode({r.version, name, writer, now_text, head0, base0,
                                          r.head, r.base, detail}))
   if expires ~= '' then
-    redis.call('HSET', META, 'expires', expires)
     for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expire_ms) end
   elseif r.expires then
     redis.call('HDEL', META, 'expires')
@@ -120,8 +128,11 @@ if op == 'append' then
   local count = (#ARGV - 6) / 2
   local stored = {}
   if row then
-    for i = 7, #ARGV, 2 do
-      if redis.call('HEXISTS', IDS, ARGV[i]) == 1 then stored[#stored + 1] = ARGV[i] end
+    local ids = {}
+    for i = 7, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+    local nodes = hmget(IDS, ids)
+    for k = 1, #ids do
+      if nodes[k] then stored[#stored + 1] = ids[k] end
     end
   end
   if #stored == count then return {'ok', row.version} end
@@ -142,6 +153,7 @@ elseif op == 'pop' then
   local message = redis.call('HGET', MSGS, row.head)
   local head0, base0 = row.head, row.base
   row.head, row.depth = parent, depth - 1
+  if row.run and parent < row.run then row.run = parent end
   commit(row, 'pop', head0, base0, {message_id = id}, true)
   return {depth, message}
 elseif op == 'trim' then
@@ -170,6 +182,7 @@ elseif op == 'rollback' then
   target = cjson.decode(target)
   local head0, base0 = row.head, row.base
   row.head, row.base, row.depth = target[2], target[3], target[3] + target[5]
+  row.run = row.head
   commit(row, 'rollback', head0, base0, {to = name, saved = saved_name}, true)
   return {'ok', saved_name, saved}
 elseif op == 'fork' then

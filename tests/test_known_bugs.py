@@ -19,7 +19,8 @@ EXPECTED = {
     "TestRollbackWipesSnapshots": {
         "test_rollback_restores_and_keeps_every_snapshot",
         "test_rollback_across_processes_keeps_snapshots",
-        "test_agrees_with_the_reference_model",
+        # Not the model test: its 15 fixed (derandomized) sequences do not reach this bug,
+        # and with random ones whether it did depended on the run (it failed CI once).
     },
     "TestReadModifyWriteAppend": {
         "test_threads_appending_lose_nothing",

@@ -11,7 +11,8 @@ commit waits for the server's WAL flush as the server is configured (its
 ``synchronous_commit`` is in the report). The contenders:
 
 - raw psycopg: the minimal equivalent work, one statement (so one transaction and
-  one round trip) per operation, on one connection in autocommit mode. Append: one
+  one round trip) per operation, on one connection in autocommit mode, parameters in
+  binary format (as memvault sends them: no escaping of the JSON bodies). Append: one
   ``INSERT`` of the turn's two JSON rows into a table whose primary key is (session,
   id) (its only index: with a second one on the id alone, the planner walks that one
   when a session holds most rows). History: the newest 20 rows through the primary
@@ -22,9 +23,7 @@ commit waits for the server's WAL flush as the server is configured (its
   of psycopg connections; every operation is one server-side function call).
 - langchain-postgres ``PostgresChatMessageHistory`` on its own connection: append is
   its ``executemany`` of the two rows and a commit; it has no way to read only the
-  last N messages, so its history figure reads them all, through a second, autocommit
-  connection (its reads leave their transaction open, which would keep the server
-  from pruning dead row versions for the rest of the run).
+  last N messages, so its history figure reads them all.
 
 langchain has no snapshot or rollback. Message objects are built before the timed
 calls (a user holds them already); encoding them is part of each timed call.
@@ -95,17 +94,17 @@ class Raw:
         q = {name: sql.SQL(text).format(s=sql.Identifier(SCHEMA)).as_string(self.db)
              for name, text in {
                  "append": "INSERT INTO {s}.messages (session, body)"
-                           " SELECT %s, unnest(%s::text[])",
-                 "history": "SELECT body FROM {s}.messages WHERE session = %s"
-                            " ORDER BY id DESC LIMIT %s",
-                 "set_head": "INSERT INTO {s}.heads SELECT %s, max(id) FROM {s}.messages"
-                             " WHERE session = %s",
-                 "snapshot": "INSERT INTO {s}.snapshots SELECT session, %s, head"
-                             " FROM {s}.heads WHERE session = %s",
-                 "rollback": "WITH saved AS (INSERT INTO {s}.snapshots SELECT session, %s, head"
-                             " FROM {s}.heads WHERE session = %s)"
+                           " SELECT %b, unnest(%b::text[])",
+                 "history": "SELECT body FROM {s}.messages WHERE session = %b"
+                            " ORDER BY id DESC LIMIT %b",
+                 "set_head": "INSERT INTO {s}.heads SELECT %b, max(id) FROM {s}.messages"
+                             " WHERE session = %b",
+                 "snapshot": "INSERT INTO {s}.snapshots SELECT session, %b, head"
+                             " FROM {s}.heads WHERE session = %b",
+                 "rollback": "WITH saved AS (INSERT INTO {s}.snapshots SELECT session, %b, head"
+                             " FROM {s}.heads WHERE session = %b)"
                              " UPDATE {s}.heads SET head = (SELECT head FROM {s}.snapshots"
-                             " WHERE session = %s AND name = %s) WHERE session = %s",
+                             " WHERE session = %b AND name = %b) WHERE session = %b",
              }.items()}
         self.sql = q
 
@@ -141,17 +140,9 @@ class Stores:
         # langchain-postgres names its table without a schema: the search path puts it in ours.
         self.lc_db = psycopg.connect(url, options=f"-c search_path={SCHEMA}")
         PostgresChatMessageHistory.create_tables(self.lc_db, LC_TABLE)
-        ids = {s: str(uuid.uuid4()) for s in ("append", *map(str, SIZES))}
-        self.lc = {s: PostgresChatMessageHistory(LC_TABLE, i, sync_connection=self.lc_db)
-                   for s, i in ids.items()}
-        # Its reads never end their transaction: on its own connection that transaction
-        # would hold back the pruning of dead rows in the whole database for the rest of
-        # the run (slowing every later write that updates a row). It reads through an
-        # autocommit connection instead.
-        self.lc_read_db = psycopg.connect(url, autocommit=True,
-                                          options=f"-c search_path={SCHEMA}")
-        self.lc_read = {s: PostgresChatMessageHistory(LC_TABLE, i, sync_connection=self.lc_read_db)
-                        for s, i in ids.items()}
+        self.lc = {s: PostgresChatMessageHistory(LC_TABLE, str(uuid.uuid4()),
+                                                 sync_connection=self.lc_db)
+                   for s in ("append", *map(str, SIZES))}
 
     def fill(self) -> None:
         for size in SIZES:
@@ -179,7 +170,6 @@ class Stores:
         """Close every connection, then drop both schemas (only this run's)."""
         self.mv.close()
         self.lc_db.close()
-        self.lc_read_db.close()
         self.raw.db.close()
         for schema in (SCHEMA, MV_SCHEMA):
             self.admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
@@ -233,7 +223,7 @@ def main() -> None:
         cmps = run(args.only, {
             "append": lambda: bench_append(s, args.calls, args.warmup, args.runs),
             **shared_benches(RAW, s.raw, s.mv, args, no_peers, LANGCHAIN,
-                             lambda session: s.lc_read[session].messages),
+                             lambda session: s.lc[session].messages),
         })
     finally:
         s.close()

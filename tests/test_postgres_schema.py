@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault import ConfigurationError, Message
+from memvault import ConfigurationError, DuplicateMessageError, Message, SnapshotExistsError
 from memvault.backends.base import Write
 from memvault.backends.postgres import MigrationResult, migrate, open_backend
 from memvault.backends.postgres_migrations import latest, migrations
@@ -77,6 +77,37 @@ def test_async_face_refuses_a_newer_schema_on_first_use(schema: str) -> None:
             await store.close()
 
     asyncio.run(run())
+
+
+def test_a_version_1_schema_upgrades_and_keeps_its_data_and_refusals(
+        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failing: a later migration that does not apply over version 1 (a function it
+    replaces changed its signature), or that changes what append and snapshot return
+    or refuse once applied to a schema holding data."""
+    import memvault.backends.postgres_migrations as pm
+
+    first = pm.migrations()[:1]
+    monkeypatch.setattr(pm, "migrations", lambda: first)
+    with admin() as conn:
+        conn.execute(pm.script(schema, apply=True))
+    with memvault.open(url_for(schema)) as store:  # still version 1: no upgrade yet
+        s = store.session("s")
+        turn = [Message.user("a"), Message.assistant("b")]
+        assert s.append(turn) == 1
+        s.snapshot("cp")
+    monkeypatch.undo()
+    assert migrate(url_for(schema)) == MigrationResult(schema, 1, latest())
+    with memvault.open(url_for(schema)) as store:
+        s = store.session("s")
+        assert s.append(turn) == 1  # a retry is still a no-op
+        with pytest.raises(DuplicateMessageError, match="1 of 2"):
+            s.append([turn[1], Message.user("new")])
+        with pytest.raises(SnapshotExistsError):
+            s.snapshot("cp")
+        assert s.append([Message.user("c")], expect_version=1) == 2
+        assert [m.content for m in s.history()] == ["a", "b", "c"]
+        assert [(e.op, e.version) for e in s.log()] == [("append", 1), ("snapshot", 1),
+                                                        ("append", 2)]
 
 
 def test_migrate_false_only_checks(schema: str) -> None:

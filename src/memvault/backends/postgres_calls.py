@@ -137,8 +137,11 @@ class Calls:
 
     def __init__(self, schema: str) -> None:
         q = quote(schema)
+        # Binary parameters (%b): in text format psycopg escapes every quote of every
+        # JSON body in an array, one regex substitution each; in binary the bodies go
+        # as they are (an append without fsync: 507 -> 394 µs on the test machine).
         self._sql = {
-            name: f"SELECT * FROM {q}.{name}({', '.join(f'%s::{t}' for t in types)})"
+            name: f"SELECT * FROM {q}.{name}({', '.join(f'%b::{t}' for t in types)})"
             for name, types in _SIGNATURES.items()
         }
 

@@ -81,6 +81,27 @@ def test_durability_sets_synchronous(tmp_path: Path, durability: str, expected: 
         backend.close()
 
 
+def test_url_query_carries_the_options_and_keywords_win(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with memvault.open(f"sqlite:///{path}?durability=normal&busy_timeout=0.5") as store:
+        with store.backend.transaction(False) as txn:
+            assert txn._db.execute("PRAGMA synchronous").fetchone()[0] == 1
+            assert txn._db.execute("PRAGMA busy_timeout").fetchone()[0] == 500
+    with memvault.open(f"sqlite:///{path}?durability=normal", durability="full") as store:
+        with store.backend.transaction(False) as txn:
+            assert txn._db.execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["x.db"]
+
+
+@pytest.mark.parametrize("tail", ["?mode=ro", "?durability=fast", "?busy_timeout=soon",
+                                  "?mode", "#part", "?durability=normal#part"])
+def test_url_query_that_is_not_an_option_is_refused(tmp_path: Path, tail: str) -> None:
+    """Failing: the query taken as part of the file name (a file "x.db?mode=ro")."""
+    with pytest.raises(ConfigurationError):
+        memvault.open(f"sqlite:///{tmp_path}/x.db{tail}")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_closed_store_refuses_work(tmp_path: Path) -> None:
     store = memvault.open(f"sqlite:///{tmp_path}/x.db")
     store.close()

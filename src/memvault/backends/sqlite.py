@@ -17,8 +17,9 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import parse_qsl
 
 from memvault.backends.base import Stored
 from memvault.backends.engine import Engine, Node, Row
@@ -328,11 +329,38 @@ class SqliteBackend(Engine):
         self._local = threading.local()
 
 
+# The options a SQLite URL's query may carry, and how to read their text.
+_URL_OPTIONS: dict[str, Callable[[str], Any]] = {"durability": str, "busy_timeout": float}
+
+
 def open_backend(url: str, **options: Any) -> SqliteBackend:
-    """Open ``sqlite:///relative.db`` or ``sqlite:////abs/path.db``."""
+    """Open ``sqlite:///relative.db`` or ``sqlite:////abs/path.db``.
+
+    The options may also be given in the URL's query, e.g.
+    ``sqlite:///agent.db?durability=normal&busy_timeout=5``; keywords win. Anything
+    else after the path (another parameter, a fragment) is refused rather than taken
+    as part of the file name.
+    """
     prefix = "sqlite:///"
-    if not url.lower().startswith(prefix) or len(url) == len(prefix):
+    path, _, query = url[len(prefix):].partition("?")
+    if not url.lower().startswith(prefix) or not path or "#" in url:
         raise ConfigurationError(
-            f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db, not {redact(url)!r}")
-    backend: SqliteBackend = call_with_options(SqliteBackend, url, url[len(prefix):], **options)
+            f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db (with "
+            f"?durability=...&busy_timeout=... if wanted), not {redact(url)!r}")
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError as exc:
+        raise ConfigurationError(f"cannot parse the query of {redact(url)!r}: {exc}") from exc
+    from_url: dict[str, Any] = {}
+    for name, value in pairs:
+        if name not in _URL_OPTIONS:
+            raise ConfigurationError(
+                f"{redact(url)}: unsupported URL parameter {name!r}; a SQLite URL takes "
+                f"{' and '.join(_URL_OPTIONS)}")
+        try:
+            from_url[name] = _URL_OPTIONS[name](value)
+        except ValueError:
+            raise ConfigurationError(f"{redact(url)}: bad value {value!r} for {name}") from None
+    backend: SqliteBackend = call_with_options(SqliteBackend, url, path,
+                                               **{**from_url, **options})
     return backend

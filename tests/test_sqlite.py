@@ -90,15 +90,25 @@ def test_url_query_carries_the_options_and_keywords_win(tmp_path: Path) -> None:
     with memvault.open(f"sqlite:///{path}?durability=normal", durability="full") as store:
         with store.backend.transaction(False) as txn:
             assert txn._db.execute("PRAGMA synchronous").fetchone()[0] == 2
-    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["x.db"]
+    assert (tmp_path / "x.db").exists()
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("x.db")] == []
+    assert [p.name for p in tmp_path.iterdir() if "?" in p.name] == []
 
 
 @pytest.mark.parametrize("tail", ["?mode=ro", "?durability=fast", "?busy_timeout=soon",
+                                  "?busy_timeout=nan", "?busy_timeout=inf", "?busy_timeout=-1",
                                   "?mode", "#part", "?durability=normal#part"])
 def test_url_query_that_is_not_an_option_is_refused(tmp_path: Path, tail: str) -> None:
     """Failing: the query taken as part of the file name (a file "x.db?mode=ro")."""
     with pytest.raises(ConfigurationError):
         memvault.open(f"sqlite:///{tmp_path}/x.db{tail}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("busy_timeout", [float("nan"), float("inf"), -0.5, True, "5"])
+def test_busy_timeout_must_be_finite_seconds(tmp_path: Path, busy_timeout: object) -> None:
+    with pytest.raises(ConfigurationError, match="busy_timeout"):
+        memvault.open(f"sqlite:///{tmp_path}/x.db", busy_timeout=busy_timeout)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -234,8 +235,9 @@ class SqliteBackend(Engine):
         if durability not in ("full", "normal"):
             raise ConfigurationError(f"durability must be 'full' or 'normal', not {durability!r}")
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
-                or busy_timeout < 0:
-            raise ConfigurationError(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
+                or not 0 <= busy_timeout < math.inf:
+            raise ConfigurationError(
+                f"busy_timeout must be seconds >= 0 (finite), not {busy_timeout!r}")
         self.path = path
         self._synchronous = durability.upper()
         self._busy_ms = int(busy_timeout * 1000)

@@ -141,7 +141,8 @@ def test_postgres_scheme_alias(schema: str) -> None:
 @pytest.mark.parametrize("options", [
     {"schema": "bad-name"}, {"schema": "1st"}, {"schema": "x" * 64}, {"schema": 'a"b'},
     {"schema": ""}, {"min_size": -1}, {"max_size": 0}, {"min_size": 5, "max_size": 2},
-    {"timeout": 0}, {"migrate": "yes"}, {"pool": 3},
+    {"timeout": 0}, {"timeout": float("inf")}, {"timeout": float("nan")}, {"migrate": "yes"},
+    {"pool": 3},
 ])
 def test_bad_options_are_configuration_errors(options: dict[str, Any]) -> None:
     """Checked before connecting (the URL points nowhere)."""

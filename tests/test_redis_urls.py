@@ -32,6 +32,8 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
     ("redis://localhost/0", {"prefix": "a{b}"}, "braces"),
     ("redis://localhost/0", {"prefix": ""}, "prefix"),
     ("redis://localhost/0", {"socket_timeout": 0}, "socket_timeout"),
+    ("redis://localhost/0", {"socket_timeout": float("inf")}, "socket_timeout"),
+    ("redis://localhost/0?socket_connect_timeout=nan", {}, "socket_connect_timeout"),
     ("redis://localhost/0", {"max_connections": 0}, "max_connections"),
     ("redis://localhost/9?cluster=true", {}, "database 0"),
     ("redis+unix:///tmp/r.sock", {"cluster": True}, "TCP"),

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import memvault
-from memvault import ConfigurationError
+from memvault import ConfigurationError, Message
+from memvault.store import MAX_TTL
 from memvault.urls import redact
 
 
@@ -34,12 +35,23 @@ def test_default_url_is_env_then_local_sqlite(
         assert store.options.url == "memory://"
 
 
-@pytest.mark.parametrize("options", [{"ttl": 0}, {"ttl": -1}, {"ttl": "5"}, {"writer": ""},
+@pytest.mark.parametrize("options", [{"ttl": 0}, {"ttl": -1}, {"ttl": "5"}, {"ttl": float("inf")},
+                                     {"ttl": float("nan")}, {"ttl": 1e12}, {"writer": ""},
                                      {"limits": 3}, {"durability": "sometimes"},
                                      {"no_such_option": 1}, {"busy_timeout": -1}])
 def test_bad_options(tmp_path: Path, options: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         memvault.open(f"sqlite:///{tmp_path}/x.db", **options)
+
+
+def test_longest_ttl_round_trips(tmp_path: Path) -> None:
+    """The longest accepted ttl still gives an expiry that info() can report."""
+    with memvault.open(f"sqlite:///{tmp_path}/x.db", ttl=MAX_TTL) as store:
+        s = store.session("s")
+        s.append([Message.user("x")])
+        info = s.info()
+        assert info is not None and info.expires_at is not None
+        assert info.expires_at.year >= 2100
 
 
 def test_unknown_option_on_memory() -> None:

@@ -21,6 +21,8 @@ from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot, c
 from memvault.urls import open_backend, redact, resolve
 
 _HOST = socket.gethostname()
+MAX_TTL = 100 * 365.25 * 86400
+"""The longest ttl (100 years, in seconds): any later expiry could not be shown as a date."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,10 @@ class Options:
     def __post_init__(self) -> None:
         ttl = self.ttl
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
-                                or not ttl > 0):
-            raise ConfigurationError(f"ttl must be a positive number of seconds, not {ttl!r}")
+                                or not 0 < ttl <= MAX_TTL):
+            raise ConfigurationError(
+                f"ttl must be a positive number of seconds, at most {MAX_TTL:g} (100 years; "
+                f"None never expires), not {ttl!r}")
         if self.writer is not None and (not isinstance(self.writer, str) or not self.writer):
             raise ConfigurationError(f"writer must be a non-empty string, not {self.writer!r}")
         if not isinstance(self.limits, Limits):

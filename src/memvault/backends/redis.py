@@ -28,6 +28,7 @@ Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -169,8 +170,8 @@ def _check(shown: str, merged: dict[str, Any]) -> None:
     for name in ("socket_timeout", "socket_connect_timeout"):
         value = merged[name]
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not value > 0):
-            raise ConfigurationError(f"{shown}: {name} must be seconds > 0 or None")
+                                  or not 0 < value < math.inf):
+            raise ConfigurationError(f"{shown}: {name} must be finite seconds > 0 or None")
     value = merged["max_connections"]
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ConfigurationError(f"{shown}: max_connections must be an integer >= 1 or None")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from memvault.errors import InvalidMessageError
+from memvault.errors import ConfigurationError, InvalidMessageError
 
 AUTO_PREFIX = "auto:"
 
@@ -137,3 +138,19 @@ def check_count(what: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidMessageError(f"{what} must be a non-negative integer, got {value!r}")
     return value
+
+
+def check_seconds(what: str, value: object, *, zero_ok: bool = False,
+                  at_most: float = sys.float_info.max, where: str = "") -> None:
+    """A duration option: a number of seconds above 0 (or 0 with ``zero_ok``) and at
+    most ``at_most``; never a bool, NaN or infinity (which fail the comparisons).
+
+    Raises:
+        ConfigurationError: naming ``what`` (after ``where``, e.g. the store URL).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not (0 <= value if zero_ok else 0 < value) or not value <= at_most:
+        bound = "finite" if at_most == sys.float_info.max else f"at most {at_most:g}"
+        raise ConfigurationError(
+            f"{where}{what} must be seconds {'>= 0' if zero_ok else '> 0'}, {bound}, "
+            f"not {value!r}")

@@ -17,7 +17,15 @@ from typing import Any
 from memvault.backends.base import Backend, Stored, Write
 from memvault.errors import ConfigurationError
 from memvault.messages import Message, MessageLike, Record, decode_message, encode_batch
-from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot, check_count
+from memvault.model import (
+    CompactStats,
+    Event,
+    Limits,
+    SessionInfo,
+    Snapshot,
+    check_count,
+    check_seconds,
+)
 from memvault.urls import open_backend, redact, resolve
 
 _HOST = socket.gethostname()
@@ -42,12 +50,8 @@ class Options:
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
-        ttl = self.ttl
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
-                                or not 0 < ttl <= MAX_TTL):
-            raise ConfigurationError(
-                f"ttl must be a positive number of seconds, at most {MAX_TTL:g} (100 years; "
-                f"None never expires), not {ttl!r}")
+        if self.ttl is not None:
+            check_seconds("ttl", self.ttl, at_most=MAX_TTL)
         if self.writer is not None and (not isinstance(self.writer, str) or not self.writer):
             raise ConfigurationError(f"writer must be a non-empty string, not {self.writer!r}")
         if not isinstance(self.limits, Limits):

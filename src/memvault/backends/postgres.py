@@ -41,7 +41,6 @@ applied, and retrying an append with the same messages is safe.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -61,7 +60,7 @@ from memvault.backends.postgres_migrations import (
 )
 from memvault.errors import BackendUnavailableError, ConfigurationError, MemvaultError
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
 from memvault.urls import call_with_options, redact
 
 __all__ = [
@@ -112,10 +111,7 @@ def settings(url: str, schema: str | None = None, min_size: int = 1, max_size: i
             raise ConfigurationError(f"{name} must be an integer >= {low}, not {value!r}")
     if max_size < min_size:
         raise ConfigurationError(f"max_size ({max_size}) is below min_size ({min_size})")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not 0 < timeout < math.inf:
-        raise ConfigurationError(
-            f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+    check_seconds("timeout", timeout)
     if not isinstance(migrate, bool):
         raise ConfigurationError(f"migrate must be True or False, not {migrate!r}")
     chosen = url_schema if url_schema is not None else schema

@@ -28,7 +28,6 @@ Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -71,7 +70,7 @@ from memvault.errors import (
     OutcomeUnknownError,
 )
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
 from memvault.urls import redact
 
 T = TypeVar("T")
@@ -168,10 +167,8 @@ def _check(shown: str, merged: dict[str, Any]) -> None:
     if not isinstance(merged["cluster"], bool):
         raise ConfigurationError(f"{shown}: cluster must be True or False")
     for name in ("socket_timeout", "socket_connect_timeout"):
-        value = merged[name]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not 0 < value < math.inf):
-            raise ConfigurationError(f"{shown}: {name} must be finite seconds > 0 or None")
+        if merged[name] is not None:
+            check_seconds(name, merged[name], where=f"{shown}: ")
     value = merged["max_connections"]
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ConfigurationError(f"{shown}: max_connections must be an integer >= 1 or None")

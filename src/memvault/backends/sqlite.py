@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -29,7 +28,7 @@ from memvault.errors import (
     BackendUnavailableError,
     ConfigurationError,
 )
-from memvault.model import Event, Snapshot, utc
+from memvault.model import Event, Snapshot, check_seconds, utc
 from memvault.urls import call_with_options, redact
 
 SCHEMA_VERSION = 1
@@ -234,10 +233,7 @@ class SqliteBackend(Engine):
     def __init__(self, path: str, durability: str = "full", busy_timeout: float = 30.0) -> None:
         if durability not in ("full", "normal"):
             raise ConfigurationError(f"durability must be 'full' or 'normal', not {durability!r}")
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
-                or not 0 <= busy_timeout < math.inf:
-            raise ConfigurationError(
-                f"busy_timeout must be seconds >= 0 (finite), not {busy_timeout!r}")
+        check_seconds("busy_timeout", busy_timeout, zero_ok=True)
         self.path = path
         self._synchronous = durability.upper()
         self._busy_ms = int(busy_timeout * 1000)

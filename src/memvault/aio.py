@@ -34,9 +34,16 @@ class AsyncSession:
         records = self._opts.encode(messages, expect_version)
         return await self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    async def history(self, last: int | None = None) -> list[Message]:
-        stored = await self._backend.history(self.id, self._opts.last(last), self._opts.now())
+    async def history(self, last: int | None = None, *, full: bool = False) -> list[Message]:
+        stored = await self._backend.history(self.id,
+                                             *self._opts.read_args(last, full, self._opts.now()))
         return self._opts.decode(self.id, stored)
+
+    async def summarize(self, summary: MessageLike, *, through: str,
+                        expect_version: int | None = None) -> int:
+        record, through = self._opts.summary(summary, through, expect_version)
+        return await self._backend.summarize(self.id, record, through, expect_version,
+                                             self._opts.write())
 
     async def info(self) -> SessionInfo | None:
         return await self._backend.info(self.id, self._opts.now())

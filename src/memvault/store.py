@@ -15,8 +15,15 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.base import Backend, Stored, Write
-from memvault.errors import ConfigurationError
-from memvault.messages import Message, MessageLike, Record, decode_message, encode_batch
+from memvault.errors import ConfigurationError, InvalidMessageError
+from memvault.messages import (
+    Message,
+    MessageLike,
+    Record,
+    decode_message,
+    encode_batch,
+    encode_message,
+)
 from memvault.model import (
     CompactStats,
     Event,
@@ -71,6 +78,25 @@ class Options:
             check_count("expect_version", expect_version)
         lim = self.limits
         return encode_batch(messages, lim.max_message_bytes, lim.max_batch)
+
+    def summary(self, summary: MessageLike, through: object,
+                expect_version: int | None) -> tuple[Record, str]:
+        """Validate summarize's arguments; raises before anything is written."""
+        if expect_version is not None:
+            check_count("expect_version", expect_version)
+        if not isinstance(through, str) or not through:
+            raise InvalidMessageError(f"through must be a message id (a non-empty string), "
+                                      f"not {through!r}")
+        if not isinstance(summary, (Message, dict)):
+            raise InvalidMessageError("summarize takes one message (a Message or a mapping of "
+                                      f"its fields), not {type(summary).__name__}")
+        return encode_message(summary, self.limits.max_message_bytes), through
+
+    @staticmethod
+    def read_args(last: int | None, full: bool, now: float) -> tuple[Any, ...]:
+        """history()'s backend arguments after ``session_id``; ``full`` only when asked."""
+        last = Options.last(last)
+        return (last, now, True) if full else (last, now)
 
     @staticmethod
     def decode(session_id: str, stored: list[Stored]) -> list[Message]:
@@ -127,21 +153,65 @@ class Session:
         records = self._opts.encode(messages, expect_version)
         return self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    def history(self, last: int | None = None) -> list[Message]:
+    def history(self, last: int | None = None, *, full: bool = False) -> list[Message]:
         """The visible messages, oldest first; ``last=N`` reads only the newest N.
+
+        Args:
+            last: only the newest N (O(N) in the context view, whatever the size).
+            full: False (default): the context view, what an agent sends to its model:
+                the newest summary, then the messages after the range it stands for.
+                True: every visible message, summarized ones included, with each
+                summary right after the message it was taken through.
 
         Raises:
             CorruptRecordError: a stored message cannot be decoded.
         """
-        return self._opts.decode(self.id, self._backend.history(self.id, self._opts.last(last),
-                                                                 self._opts.now()))
+        stored = self._backend.history(self.id, *self._opts.read_args(last, full, self._opts.now()))
+        return self._opts.decode(self.id, stored)
+
+    def summarize(self, summary: MessageLike, *, through: str,
+                  expect_version: int | None = None) -> int:
+        """Let ``summary`` stand for the messages from the previous summary (or the
+        start) through the message with id ``through``, in one atomic step.
+
+        The summary is stored off the chain and the session points at it: the
+        originals stay stored and readable (``history(full=True)``, snapshots, fork),
+        and messages appended after ``through`` (say, while the summarizing model
+        ran) stay after the summary: nothing written concurrently is lost. The
+        version bumps and the log records ``summarize``. A snapshot saves the summary
+        pointer, so rolling back to before a summary undoes it; ``pop`` with nothing
+        after the summary undoes it too (the previous summary is back); ``trim`` or
+        ``clear`` past ``through`` hides it with its range; ``fork`` copies the
+        summary the context view starts with; ``compact`` keeps the originals.
+
+        Args:
+            summary: the summary message; its id must be new to the session (a retry
+                of the current summary, same id, is a no-op).
+            through: id of the last message it stands for: a visible message after
+                the current summary's range.
+            expect_version: compare-and-set, as for :meth:`append`: pass the version
+                the summarized history was read at.
+
+        Returns:
+            The session's version after the summary.
+
+        Raises:
+            InvalidMessageError: bad summary, or ``through`` unknown, not visible, or
+                already summarized; nothing was written.
+            DuplicateMessageError: the summary's id is another stored message's.
+            ConflictError: ``expect_version`` did not match.
+        """
+        record, through = self._opts.summary(summary, through, expect_version)
+        return self._backend.summarize(self.id, record, through, expect_version,
+                                       self._opts.write())
 
     def info(self) -> SessionInfo | None:
         """The session's version, length and timestamps; None if it does not exist."""
         return self._backend.info(self.id, self._opts.now())
 
     def pop(self) -> Message | None:
-        """Hide the newest message and return it; None (and no change) if empty."""
+        """Hide the newest message of the context view and return it; None (and no
+        change) if empty. If that is a summary, the summary is undone."""
         stored = self._backend.pop(self.id, self._opts.write())
         return self._opts.decode(self.id, [stored])[0] if stored else None
 

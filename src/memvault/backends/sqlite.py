@@ -31,7 +31,7 @@ from memvault.errors import (
 from memvault.model import Event, Snapshot, check_seconds, utc
 from memvault.urls import call_with_options, redact
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -61,10 +61,19 @@ MIGRATIONS = {
     );
     CREATE INDEX events_sid ON events (sid, id);
     """,
+    # Summaries: the session's and each snapshot's summary pointer (summary node,
+    # depth of the last message it stands for); 0, 0 is none, as for older files.
+    2: """
+    ALTER TABLE sessions ADD COLUMN summary INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN through INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE snapshots ADD COLUMN summary INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE snapshots ADD COLUMN through INTEGER NOT NULL DEFAULT 0;
+    """,
 }
 
-_ROW = "sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at"
-_SNAP = "name, head, base, version, length, created_at, auto"
+_ROW = ("sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
+        " summary, through")
+_SNAP = "name, head, base, version, length, created_at, auto, summary, through"
 _EVENT = "version, op, writer, at, head_before, base_before, head_after, base_after, detail"
 _CHAIN = """
 WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
@@ -77,20 +86,29 @@ WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
 """
 
 
-# history() in one statement: the live session's (head, base), then the chain walked
-# back from head while depth > base (depths fall by one per step, so this is the
-# engine's "length nodes from head"), newest first, at most :count (-1: all).
+# history() in one statement: the live session's (head, floor), where the floor is
+# the higher of base and the summary's through depth; then the chain walked back
+# from head while depth > floor (depths fall by one per step, so this is the
+# engine's "the nodes from head above the floor"), at most :count (-1: all); then
+# the summary, if some of its range is above base. The summary's depth (through)
+# lies below every chain node shown, so the newest :count by depth is the view's.
 _HISTORY = """
-WITH RECURSIVE chain(sid, base, parent, depth, body) AS (
-    SELECT s.sid, s.base, n.parent, n.depth, n.body
+WITH RECURSIVE chain(sid, floor, parent, depth, body) AS (
+    SELECT s.sid, max(s.base, s.through), n.parent, n.depth, n.body
     FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node = s.head
-    WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now) AND n.depth > s.base
+    WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now)
+        AND n.depth > max(s.base, s.through)
     UNION ALL
-    SELECT c.sid, c.base, n.parent, n.depth, n.body
+    SELECT c.sid, c.floor, n.parent, n.depth, n.body
     FROM chain c JOIN nodes n ON n.sid = c.sid AND n.node = c.parent
-    WHERE n.depth > c.base
+    WHERE n.depth > c.floor
     LIMIT :count
-) SELECT depth, body FROM chain
+)
+SELECT depth, body FROM chain
+UNION ALL
+SELECT n.depth, n.body FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node = s.summary
+WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now) AND s.through > s.base
+ORDER BY depth DESC LIMIT :count
 """
 
 
@@ -99,7 +117,7 @@ _PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
 
 
 def _snapshot(r: Sequence[Any]) -> Snapshot:
-    return Snapshot(r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]))
+    return Snapshot(r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]), r[7], r[8])
 
 
 def _event(r: Sequence[Any]) -> Event:
@@ -141,9 +159,9 @@ class _SqliteTxn:
     def save(self, row: Row) -> None:
         self._db.execute(
             "UPDATE sessions SET head=?, depth=?, base=?, version=?, next_node=?, updated_at=?,"
-            " expires_at=? WHERE sid=?",
+            " expires_at=?, summary=?, through=? WHERE sid=?",
             (row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
-             row.expires_at, row.key))
+             row.expires_at, row.summary, row.through, row.key))
 
     def purge(self, row: Row) -> int:
         nodes = self._db.execute("DELETE FROM nodes WHERE sid = ?", (row.key,)).rowcount
@@ -170,6 +188,11 @@ class _SqliteTxn:
         r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes WHERE sid=? AND node=?",
                       row.key, node)
         return Node(*r)
+
+    def find(self, row: Row, msg_id: str) -> Node | None:
+        r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes"
+                      " WHERE sid=? AND msg_id=?", row.key, msg_id)
+        return Node(*r) if r else None
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         cur = self._db.execute(_CHAIN, {"sid": row.key, "head": head, "count": count})
@@ -199,9 +222,9 @@ class _SqliteTxn:
     def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
         s = snapshot
         self._db.execute(
-            f"INSERT INTO snapshots (sid, {_SNAP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO snapshots (sid, {_SNAP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.key, s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(),
-             int(s.auto)))
+             int(s.auto), s.summary, s.through))
 
     def snapshots(self, row: Row) -> list[Snapshot]:
         cur = self._db.execute(
@@ -305,9 +328,12 @@ class SqliteBackend(Engine):
         except sqlite3.Error as exc:
             raise _driver_error(db, exc) from exc
 
-    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        """The engine's history() as one statement: a single statement reads one
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> list[Stored]:
+        """The engine's context view as one statement: a single statement reads one
         consistent snapshot, so it needs no transaction (four round trips saved)."""
+        if full:
+            return super().history(session_id, last, now, full)
         db = self._connect()
         try:
             rows: list[Stored] = db.execute(_HISTORY, {

@@ -30,6 +30,7 @@ _WHERE = {
     "ModelContract": "memvault.testing.contract",
     "SerializationContract": "memvault.testing.contract",
     "SnapshotsContract": "memvault.testing.contract",
+    "SummariesContract": "memvault.testing.contract",
     "TtlContract": "memvault.testing.contract",
     "WritesContract": "memvault.testing.contract",
     "ALL_CAPABILITIES": "memvault.testing.contract",
@@ -72,6 +73,7 @@ __all__ = [
     "StoreContract",
     "StoreModel",
     "StoreStateExtension",
+    "SummariesContract",
     "TtlContract",
     "WritesContract",
     "analyze_history",
@@ -113,6 +115,7 @@ if TYPE_CHECKING:
         SerializationContract,
         SnapshotsContract,
         StoreContract,
+        SummariesContract,
         TtlContract,
         WritesContract,
     )

@@ -3,7 +3,8 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
-(snapshots and rollback), ``SerializationContract``, ``InputsContract``,
+(snapshots and rollback), ``SummariesContract`` (summarize, the two views),
+``SerializationContract``, ``InputsContract``,
 ``ConcurrencyContract``, ``DurabilityContract`` (reopen), ``TtlContract``,
 ``FaultsContract`` (errors and retries) and ``ModelContract`` (against the reference).
 """
@@ -19,6 +20,7 @@ from memvault.testing.contract.inputs import InputsContract
 from memvault.testing.contract.model import ModelContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
+from memvault.testing.contract.summaries import SummariesContract
 from memvault.testing.contract.ttl import TtlContract
 from memvault.testing.contract.writes import WritesContract
 
@@ -27,6 +29,7 @@ class StoreContract(
     BasicsContract,
     WritesContract,
     SnapshotsContract,
+    SummariesContract,
     SerializationContract,
     InputsContract,
     ConcurrencyContract,
@@ -59,6 +62,7 @@ __all__ = [
     "SerializationContract",
     "SnapshotsContract",
     "StoreContract",
+    "SummariesContract",
     "TtlContract",
     "WritesContract",
 ]

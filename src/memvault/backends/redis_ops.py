@@ -25,9 +25,12 @@ from urllib.parse import quote, unquote
 from memvault.backends.base import Stored, Write
 from memvault.backends.engine import (
     duplicate_ids,
+    hidden_through,
     session_exists,
     snapshot_exists,
     snapshot_missing,
+    summarized_through,
+    unknown_through,
     version_conflict,
 )
 from memvault.errors import ConfigurationError, CorruptRecordError
@@ -173,8 +176,9 @@ def _context(w: Write) -> list[str]:
 
 
 def _snapshot(name: str, value: bytes) -> Snapshot:
-    _, head, base, version, length, created, auto = json.loads(value)
-    return Snapshot(name, head, base, version, length, utc(float(created)), bool(auto))
+    _, head, base, version, length, created, auto, *summary = json.loads(value)
+    return Snapshot(name, head, base, version, length, utc(float(created)), bool(auto),
+                    *summary)
 
 
 def _event(value: bytes) -> Event:
@@ -220,26 +224,43 @@ class Operations:
             raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
         return int(reply[1])
 
-    def history(self, session_id: str, last: int | None, now: float) -> Op[list[Stored]]:
-        reply = yield self._read(session_id, "history", now, _none(last))
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> Op[list[Stored]]:
+        reply = yield self._read(session_id, "full" if full else "history", now, _none(last))
         try:
-            return [(depth, body.decode("utf-8"))
-                    for depth, body in zip(reply[::2], reply[1::2], strict=True)]
+            out = [(depth, body.decode("utf-8"))
+                   for depth, body in zip(reply[::2], reply[1::2], strict=True)]
         except (AttributeError, UnicodeDecodeError):  # a message missing or not UTF-8
-            return [_stored(session_id, reply[i], reply[i + 1])
-                    for i in range(0, len(reply), 2)]
+            out = [_stored(session_id, reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+        return out if not full or last is None else out[len(out) - min(last, len(out)):]
 
     def info(self, session_id: str, now: float) -> Op[SessionInfo | None]:
         reply = yield self._read(session_id, "info", now)
         if reply is None:
             return None
-        version, length, created, updated, expires = reply
+        version, length, created, updated, expires, summarized = reply
         return SessionInfo(session_id, version, length, utc(float(created)),
-                           utc(float(updated)), to_datetime(float(expires) if expires else None))
+                           utc(float(updated)), to_datetime(float(expires) if expires else None),
+                           summarized)
 
     def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
         reply = yield self._write(session_id, "pop", w)
         return None if reply is None else _stored(session_id, reply[0], reply[1])
+
+    def summarize(self, session_id: str, record: Record, through: str,
+                  expect_version: int | None, w: Write) -> Op[int]:
+        reply = yield self._write(session_id, "summarize", w, _none(expect_version), through,
+                                  record.id, record.body)
+        status = reply[0]
+        if status == b"ok":
+            return int(reply[1])
+        if status == b"conflict":
+            raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
+        if status == b"duplicate":
+            raise duplicate_ids(session_id, 1, 1, record.id)
+        error = {b"unknown": unknown_through, b"hidden": hidden_through,
+                 b"summarized": summarized_through}[status]
+        raise error(session_id, through)
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Op[int]:
         reply = yield self._write(session_id, "trim", w, str(keep_last), op)
@@ -266,8 +287,10 @@ class Operations:
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Op[None]:
         source = yield self._read(session_id, "fork_read", w.now, _none(at))
         missing = source[0] == b"missing"
+        summary: list[str | bytes] = (
+            [b"", b"", "0"] if missing else [source[1], source[2], str(source[3])])
         reply = yield self._write(new_id, "fork", w, session_id, _none(at),
-                                  "1" if missing else "", *source[1:])
+                                  "1" if missing else "", *summary, *source[4:])
         if reply[0] == b"conflict":
             raise session_exists(new_id)
         if reply[0] == b"missing":

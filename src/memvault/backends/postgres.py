@@ -253,8 +253,13 @@ class PostgresBackend:
                w: Write) -> int:
         return self._run(self._calls.append(session_id, records, expect_version, w))
 
-    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        return self._run(self._calls.history(session_id, last, now))
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> list[Stored]:
+        return self._run(self._calls.history(session_id, last, now, full))
+
+    def summarize(self, session_id: str, record: Record, through: str,
+                  expect_version: int | None, w: Write) -> int:
+        return self._run(self._calls.summarize(session_id, record, through, expect_version, w))
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         return self._run(self._calls.info(session_id, now))
@@ -335,8 +340,14 @@ class AsyncPostgresBackend:
                      w: Write) -> int:
         return await self._run(self._calls.append(session_id, records, expect_version, w))
 
-    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        return await self._run(self._calls.history(session_id, last, now))
+    async def history(self, session_id: str, last: int | None, now: float,
+                      full: bool = False) -> list[Stored]:
+        return await self._run(self._calls.history(session_id, last, now, full))
+
+    async def summarize(self, session_id: str, record: Record, through: str,
+                        expect_version: int | None, w: Write) -> int:
+        return await self._run(
+            self._calls.summarize(session_id, record, through, expect_version, w))
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await self._run(self._calls.info(session_id, now))

@@ -40,6 +40,8 @@ Refuse = Callable[[str, str], MemvaultError | None]
 _SIGNATURES: dict[str, tuple[str, ...]] = {
     "append": ("bytea", "bytea[]", "text[]", "bigint", "bytea", "float8", "float8"),
     "history": ("bytea", "bigint", "float8"),
+    "full_history": ("bytea", "bigint", "float8"),
+    "summarize": ("bytea", "bytea", "bytea", "text", "bigint", "bytea", "float8", "float8"),
     "info": ("bytea", "float8"),
     "pop": ("bytea", "bytea", "float8", "float8"),
     "trim": ("bytea", "bigint", "text", "bytea", "float8", "float8"),
@@ -59,6 +61,9 @@ DUPLICATE_IDS = "MV002"
 SNAPSHOT_EXISTS = "MV003"
 SNAPSHOT_MISSING = "MV004"
 SESSION_EXISTS = "MV005"
+THROUGH_UNKNOWN = "MV006"
+THROUGH_HIDDEN = "MV007"
+THROUGH_SUMMARIZED = "MV008"
 
 # Server errors that roll the transaction back and may pass if retried: deadlock and
 # serialization failures, lack of resources, lock and statement timeouts, shutdowns.
@@ -99,7 +104,8 @@ def _optional_utf8(text: str | None) -> bytes | None:
 
 
 def _snapshot(r: tuple[Any, ...]) -> Snapshot:
-    return Snapshot(bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6])
+    return Snapshot(bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6], r[7],
+                    r[8])
 
 
 def _event(r: tuple[Any, ...]) -> Event:
@@ -168,16 +174,36 @@ class Calls:
                   expect_version, *self._write(w))
         return self._call("append", params, _scalar, write=True, refuse=refuse)
 
-    def history(self, session_id: str, last: int | None, now: float) -> Call[list[Stored]]:
-        return self._call("history", (_utf8(session_id), last, now), _stored, write=False)
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> Call[list[Stored]]:
+        return self._call("full_history" if full else "history", (_utf8(session_id), last, now),
+                          _stored, write=False)
+
+    def summarize(self, session_id: str, record: Record, through: str,
+                  expect_version: int | None, w: Write) -> Call[int]:
+        errors = {THROUGH_UNKNOWN: engine.unknown_through, THROUGH_HIDDEN: engine.hidden_through,
+                  THROUGH_SUMMARIZED: engine.summarized_through}
+
+        def refuse(state: str, detail: str) -> MemvaultError | None:
+            if state in errors:
+                return errors[state](session_id, through)
+            if state == DUPLICATE_IDS:
+                return engine.duplicate_ids(session_id, 1, 1, record.id)
+            if state == VERSION_CONFLICT and expect_version is not None:
+                return engine.version_conflict(session_id, int(detail), expect_version)
+            return None
+
+        params = (_utf8(session_id), _utf8(through), _utf8(record.id), record.body,
+                  expect_version, *self._write(w))
+        return self._call("summarize", params, _scalar, write=True, refuse=refuse)
 
     def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
         def parse(rows: Rows) -> SessionInfo | None:
             if not rows:
                 return None
-            version, length, created, updated, expires = rows[0]
+            version, length, created, updated, expires, summarized = rows[0]
             return SessionInfo(session_id, version, length, utc(created), utc(updated),
-                               to_datetime(expires))
+                               to_datetime(expires), summarized)
 
         return self._call("info", (_utf8(session_id), now), parse, write=False)
 

@@ -20,6 +20,7 @@ from memvault.errors import (
     OutcomeUnknownError,
     SnapshotExistsError,
     SnapshotNotFoundError,
+    VersionNotFoundError,
 )
 from memvault.messages import Message, ToolCall
 from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot
@@ -50,6 +51,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "Store",
     "ToolCall",
+    "VersionNotFoundError",
     "open",
     "open_async",
 ]

@@ -98,12 +98,15 @@ class Limits:
     Attributes:
         max_message_bytes: largest encoded message (UTF-8 JSON), default 4 MiB.
         max_batch: most messages in one append, default 1,000.
+        max_batch_bytes: largest sum of the encoded messages of one append, default
+            64 MiB (a PostgreSQL server drops the connection near 1 GB in one request).
         max_session_id: longest session id in characters, default 512.
         max_snapshot_name: longest snapshot name in characters, default 256.
     """
 
     max_message_bytes: int = 4 * 1024 * 1024
     max_batch: int = 1000
+    max_batch_bytes: int = 64 * 1024 * 1024
     max_session_id: int = 512
     max_snapshot_name: int = 256
 

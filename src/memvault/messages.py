@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -116,7 +116,35 @@ def encodable(text: str) -> bool:
     return True
 
 
-class ToolCall(BaseModel):
+def describe(exc: ValidationError) -> str:
+    """Pydantic's errors on one line: ``role: Input should be 'system', ...; content: ...``."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+
+
+_M = TypeVar("_M", bound="_Model")
+
+
+class _Model(BaseModel):
+    """A model whose construction errors are InvalidMessageError (pydantic's error is
+    the ``__cause__``), so they stay in memvault's tree."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidMessageError(f"invalid {type(self).__name__}: {describe(exc)}") \
+                from exc
+
+    @classmethod
+    def model_validate(cls: type[_M], obj: Any, *args: Any, **kwargs: Any) -> _M:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise InvalidMessageError(f"invalid {cls.__name__}: {describe(exc)}") from exc
+
+
+class ToolCall(_Model):
     """A tool call requested by an assistant message.
 
     Attributes:
@@ -132,7 +160,7 @@ class ToolCall(BaseModel):
     arguments: str = "{}"
 
 
-class Message(BaseModel):
+class Message(_Model):
     """One turn of a conversation. Immutable; validated on construction.
 
     Attributes:
@@ -269,6 +297,8 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
                          message.__pydantic_serializer__.to_json(message, warnings=False), b"}"))
         if not checked:
             message = _Envelope.model_validate_json(body).m
+    except InvalidMessageError:
+        raise
     except (ValidationError, ValueError, TypeError, AttributeError) as exc:
         raise InvalidMessageError(f"invalid message: {exc}") from exc
     if len(body) > max_bytes:

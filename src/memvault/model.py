@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
@@ -100,17 +100,20 @@ class Limits:
     Attributes:
         max_message_bytes: largest encoded message (UTF-8 JSON), default 4 MiB.
         max_batch: most messages in one append, default 1,000.
+        max_batch_bytes: largest sum of the encoded messages of one append, default
+            64 MiB (a PostgreSQL server drops the connection near 1 GB in one request).
         max_session_id: longest session id in characters, default 512.
         max_snapshot_name: longest snapshot name in characters, default 256.
     """
 
     max_message_bytes: int = 4 * 1024 * 1024
     max_batch: int = 1000
+    max_batch_bytes: int = 64 * 1024 * 1024
     max_session_id: int = 512
     max_snapshot_name: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("max_message_bytes", "max_batch", "max_session_id", "max_snapshot_name"):
+        for name in (f.name for f in fields(self)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) \
                     or not 0 < value <= MAX_COUNT:

@@ -15,11 +15,13 @@ from memvault.errors import (
     ConflictError,
     CorruptRecordError,
     DuplicateMessageError,
+    InvalidArgumentError,
     InvalidMessageError,
     MemvaultError,
     OutcomeUnknownError,
     SnapshotExistsError,
     SnapshotNotFoundError,
+    VersionNotFoundError,
 )
 from memvault.messages import Message, ToolCall
 from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot
@@ -38,6 +40,7 @@ __all__ = [
     "CorruptRecordError",
     "DuplicateMessageError",
     "Event",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "Limits",
     "MemvaultError",
@@ -50,6 +53,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "Store",
     "ToolCall",
+    "VersionNotFoundError",
     "open",
     "open_async",
 ]

@@ -6,10 +6,15 @@ Every error memvault raises is a :class:`MemvaultError`::
     ├── ConfigurationError        bad URL, unknown scheme or option, missing optional
     │                             dependency (the message names the extra to install)
     ├── InvalidMessageError       bad input; nothing was written (also a ValueError)
+    ├── InvalidArgumentError      a count (last=, keep_last=, keep_events=, expect_version)
+    │                             negative, not an int, or >= 2**63; nothing was done
+    │                             (also a ValueError)
     ├── ConflictError             expect_version did not match, or fork onto an existing id
     ├── DuplicateMessageError     a batch mixing stored and new message ids, or repeating one
     ├── SnapshotNotFoundError     rollback/fork to a snapshot that does not exist
     ├── SnapshotExistsError       snapshot() with a name already taken
+    ├── VersionNotFoundError      history(at_version=N): no such version, or compact
+    │                             dropped its event
     ├── CorruptRecordError        stored data that cannot be decoded; names session and depth
     └── BackendError              the backend failed; the driver's error is __cause__
         ├── BackendUnavailableError   nothing was applied (e.g. connection refused)
@@ -32,6 +37,11 @@ class InvalidMessageError(MemvaultError, ValueError):
     """The input was rejected before anything was written."""
 
 
+class InvalidArgumentError(MemvaultError, ValueError):
+    """A count argument (``last``, ``keep_last``, ``keep_events``, ``expect_version``)
+    is not an int in 0..2**63-1; refused before any I/O, the same on every backend."""
+
+
 class ConflictError(MemvaultError):
     """The session is not in the state the caller expected."""
 
@@ -49,6 +59,11 @@ class SnapshotNotFoundError(MemvaultError, KeyError):
 
 class SnapshotExistsError(MemvaultError):
     """A snapshot of that name already exists; snapshots are never overwritten."""
+
+
+class VersionNotFoundError(MemvaultError, LookupError):
+    """``history(at_version=N)``: the session never reached version N, or
+    ``compact(keep_events=...)`` dropped the event that recorded it."""
 
 
 class CorruptRecordError(MemvaultError):
@@ -90,9 +105,11 @@ __all__ = [
     "ConflictError",
     "CorruptRecordError",
     "DuplicateMessageError",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "MemvaultError",
     "OutcomeUnknownError",
     "SnapshotExistsError",
     "SnapshotNotFoundError",
+    "VersionNotFoundError",
 ]

@@ -15,12 +15,13 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.base import Backend, Stored, Write
-from memvault.errors import ConfigurationError, InvalidMessageError
+from memvault.errors import ConfigurationError, InvalidMessageError, VersionNotFoundError
 from memvault.messages import (
     Message,
     MessageLike,
     Record,
     decode_message,
+    encodable,
     encode_batch,
     encode_message,
 )
@@ -59,8 +60,10 @@ class Options:
     def __post_init__(self) -> None:
         if self.ttl is not None:
             check_seconds("ttl", self.ttl, at_most=MAX_TTL)
-        if self.writer is not None and (not isinstance(self.writer, str) or not self.writer):
-            raise ConfigurationError(f"writer must be a non-empty string, not {self.writer!r}")
+        if self.writer is not None and (not isinstance(self.writer, str) or not self.writer
+                                        or not encodable(self.writer)):
+            raise ConfigurationError(
+                f"writer must be a non-empty string of valid Unicode, not {self.writer!r}")
         if not isinstance(self.limits, Limits):
             raise ConfigurationError("limits must be a memvault.Limits")
 
@@ -77,7 +80,7 @@ class Options:
         if expect_version is not None:
             check_count("expect_version", expect_version)
         lim = self.limits
-        return encode_batch(messages, lim.max_message_bytes, lim.max_batch)
+        return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
     def summary(self, summary: MessageLike, through: object,
                 expect_version: int | None) -> tuple[Record, str]:
@@ -94,8 +97,8 @@ class Options:
 
     @staticmethod
     def read_args(last: int | None, full: bool, now: float) -> tuple[Any, ...]:
-        """history()'s backend arguments after ``session_id``; ``full`` only when asked."""
-        last = Options.last(last)
+        """history()'s backend arguments after ``session_id`` (``last`` checked);
+        ``full`` only when asked, so a backend without summaries serves the rest."""
         return (last, now, True) if full else (last, now)
 
     @staticmethod
@@ -108,6 +111,31 @@ class Options:
 
     def snapshot_name(self, name: str, *, user: bool = True) -> str:
         return self.limits.snapshot_name(name, user=user)
+
+    @staticmethod
+    def state_at(events: list[Event], version: int) -> tuple[int, int] | None:
+        """The ``(head, base)`` right after ``version``, from the event log; None if no
+        kept event records it. Version 0 is the empty history before the first write."""
+        if version == 0:
+            return 0, 0
+        for event in reversed(events):  # a snapshot's event repeats its version: same state
+            if event.version == version:
+                return event.head_after, event.base_after
+        return None
+
+    @staticmethod
+    def version_missing(session_id: str, version: int, events: list[Event],
+                        info: SessionInfo | None) -> VersionNotFoundError:
+        """Why ``history(at_version=version)`` has nothing to show."""
+        current = info.version if info else 0
+        if version > current:
+            return VersionNotFoundError(
+                f"session {session_id!r} is at version {current}; version {version} "
+                "does not exist")
+        oldest = f"the oldest kept is {events[0].version}" if events else "none is kept"
+        return VersionNotFoundError(
+            f"session {session_id!r}: version {version} is no longer in the event log "
+            f"(compact(keep_events=...) dropped it; {oldest})")
 
 
 def split_options(url: str | None, options: dict[str, Any]) -> tuple[Options, dict[str, Any]]:
@@ -153,7 +181,8 @@ class Session:
         records = self._opts.encode(messages, expect_version)
         return self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    def history(self, last: int | None = None, *, full: bool = False) -> list[Message]:
+    def history(self, last: int | None = None, *, full: bool = False,
+                at_version: int | None = None) -> list[Message]:
         """The visible messages, oldest first; ``last=N`` reads only the newest N.
 
         Args:
@@ -162,11 +191,28 @@ class Session:
                 the newest summary, then the messages after the range it stands for.
                 True: every visible message, summarized ones included, with each
                 summary right after the message it was taken through.
+            at_version: the history as it was right after version ``at_version``
+                (0: empty), rebuilt from the event log's pointers; hidden messages
+                are never destroyed, so any logged version can be shown. The log
+                records head and base only, so this is the full view of that version
+                without its summaries.
 
         Raises:
             CorruptRecordError: a stored message cannot be decoded.
+            VersionNotFoundError: the session never reached ``at_version``, or
+                ``compact(keep_events=...)`` dropped its event.
         """
-        stored = self._backend.history(self.id, *self._opts.read_args(last, full, self._opts.now()))
+        last = self._opts.last(last)
+        if at_version is None:
+            return self._opts.decode(self.id, self._backend.history(
+                self.id, *self._opts.read_args(last, full, self._opts.now())))
+        check_count("at_version", at_version)
+        events = self.log()
+        state = self._opts.state_at(events, at_version)
+        stored = None if state is None else self._backend.chain(self.id, *state, last,
+                                                                self._opts.now())
+        if stored is None:
+            raise self._opts.version_missing(self.id, at_version, self.log(), self.info())
         return self._opts.decode(self.id, stored)
 
     def summarize(self, summary: MessageLike, *, through: str,

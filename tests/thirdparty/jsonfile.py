@@ -57,8 +57,9 @@ class JsonTxn:
         for n in nodes:
             table[str(n.node)] = [n.parent, n.depth, n.msg_id, n.body]
 
-    def node(self, row: Row, node: int) -> Node:
-        return Node(node, *self.sessions[row.name]["nodes"][str(node)])
+    def node(self, row: Row, node: int) -> Node | None:
+        stored = self.sessions[row.name]["nodes"].get(str(node))
+        return Node(node, *stored) if stored else None
 
     def find(self, row: Row, msg_id: str) -> Node | None:
         found = (k for k, n in self.sessions[row.name]["nodes"].items() if n[2] == msg_id)
@@ -66,9 +67,10 @@ class JsonTxn:
         return None if key is None else self.node(row, int(key))
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
+        nodes = self.sessions[row.name]["nodes"]
         out: list[Node] = []
         while len(out) < count:
-            out.append(self.node(row, head))
+            out.append(Node(head, *nodes[str(head)]))
             head = out[-1].parent
         return out
 

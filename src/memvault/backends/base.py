@@ -41,7 +41,13 @@ class Write:
 
 
 class Backend(Protocol):
-    """The synchronous backend protocol (see the design's operation table)."""
+    """The synchronous backend protocol (see the design's operation table).
+
+    ``chain`` reads any state the event log points to: the messages of the chain
+    ending at node ``head`` with depth above ``base`` (the newest ``last`` of them;
+    None: all), oldest first, like ``history``. Node 0 and a session that is not
+    live give ``[]``; a ``head`` that is not stored (compacted away) gives None.
+    """
 
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
@@ -49,6 +55,8 @@ class Backend(Protocol):
     def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
     ) -> list[Stored]: ...
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None: ...
     def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     def pop(self, session_id: str, w: Write) -> Stored | None: ...
     def summarize(
@@ -76,6 +84,8 @@ class AsyncBackend(Protocol):
     async def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
     ) -> list[Stored]: ...
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None: ...
     async def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     async def pop(self, session_id: str, w: Write) -> Stored | None: ...
     async def summarize(

@@ -17,6 +17,7 @@ from typing import Protocol
 from memvault.backends.base import Stored, Write
 from memvault.errors import (
     ConflictError,
+    CorruptRecordError,
     DuplicateMessageError,
     InvalidMessageError,
     SnapshotExistsError,
@@ -71,6 +72,11 @@ def snapshot_exists(session_id: str, name: str) -> SnapshotExistsError:
 
 def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
     return SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")
+
+
+def message_missing(session_id: str, depth: int) -> CorruptRecordError:
+    """A node the session's pointers reach is not stored."""
+    return CorruptRecordError(session_id, depth, "the message is missing")
 
 
 @dataclass
@@ -141,7 +147,7 @@ class Txn(Protocol):
     def purge(self, row: Row) -> int: ...
     def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]: ...
     def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None: ...
-    def node(self, row: Row, node: int) -> Node: ...
+    def node(self, row: Row, node: int) -> Node | None: ...
     def find(self, row: Row, msg_id: str) -> Node | None: ...
     def chain(self, row: Row, head: int, count: int) -> list[Node]: ...
     def add_event(self, row: Row, event: Event) -> None: ...
@@ -235,12 +241,10 @@ class Engine:
     def _context(txn: Txn, row: Row, last: int | None) -> list[Stored]:
         """The context view's newest ``last``: O(last), the summary read only if it fits."""
         above = row.depth - row.floor
-        count = above if last is None else min(last, above)
-        out = [(n.depth, n.body) for n in (txn.chain(row, row.head, count) if count else [])]
+        out = _read(txn, row, row.head, above, last)
         if row.shows_summary and (last is None or last > above):
-            summary = txn.node(row, row.summary)
-            out.append((summary.depth, summary.body))
-        out.reverse()
+            summary = _stored(txn, row, row.summary, row.through)
+            out.insert(0, (summary.depth, summary.body))
         return out
 
     @staticmethod
@@ -249,7 +253,7 @@ class Engine:
         summaries: dict[int, Node] = {}
         node = row.summary
         while node:
-            summary = txn.node(row, node)
+            summary = _stored(txn, row, node, row.through)
             if summary.depth <= row.base:
                 break
             summaries[summary.depth] = summary
@@ -261,6 +265,17 @@ class Engine:
             out.append((n.depth, n.body))
         out.reverse()
         return out if last is None else out[len(out) - min(last, len(out)):]
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        with self.transaction(False) as txn:
+            row = self._live(txn, session_id, now)
+            if row is None or head == 0:
+                return []
+            top = txn.node(row, head)
+            if top is None:
+                return None
+            return _read(txn, row, head, top.depth - base, last)
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
@@ -281,13 +296,13 @@ class Engine:
                 return None
             before = (row.head, row.base)
             if row.depth > row.floor:
-                node = txn.node(row, row.head)
+                node = _stored(txn, row, row.head, row.depth)
                 row.head, row.depth = node.parent, node.depth - 1
                 detail: dict[str, object] = {"message_id": node.msg_id}
             else:
-                node = txn.node(row, row.summary)
+                node = _stored(txn, row, row.summary, row.through)
                 row.summary = node.parent
-                row.through = txn.node(row, node.parent).depth if node.parent else 0
+                row.through = _stored(txn, row, node.parent, 0).depth if node.parent else 0
                 detail = {"summary_id": node.msg_id}
             self._commit(txn, row, "pop", w, before, detail)
             return (node.depth, node.body)
@@ -362,7 +377,8 @@ class Engine:
             row = self._start(txn, new_id, None, w)
             self._add_nodes(txn, row, [(n.msg_id, n.body) for n in reversed(nodes)])
             if source and summary and through > base:
-                self._add_summary(txn, row, txn.node(source, summary), through - base, 0)
+                self._add_summary(txn, row, _stored(txn, source, summary, through),
+                                  through - base, 0)
             self._commit(txn, row, "fork", w, (0, 0), {"from": session_id, "at": at})
 
     @staticmethod
@@ -452,6 +468,21 @@ def _summaries(links: dict[int, tuple[int, int]], pointers: list[int]) -> set[in
             keep.add(node)
             node = links[node][0]
     return keep
+
+
+def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:
+    """Node ``node`` (at ``depth``, for the error), which the session's pointers reach."""
+    found = txn.node(row, node)
+    if found is None:
+        raise message_missing(row.name, depth)
+    return found
+
+
+def _read(txn: Txn, row: Row, head: int, count: int, last: int | None) -> list[Stored]:
+    """The ``count`` nodes from ``head`` back (the newest ``last`` of them), oldest first."""
+    count = max(0, count if last is None else min(last, count))
+    nodes = txn.chain(row, head, count) if count else []
+    return [(n.depth, n.body) for n in reversed(nodes)]
 
 
 def _reachable(links: dict[int, tuple[int, int]], pointers: list[tuple[int, int]]) -> set[int]:

@@ -19,6 +19,9 @@ from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot
 from memvault.urls import call_with_options, redact
 
+PROCESS_LOCAL = True
+"""Each open is a store private to its process: two processes cannot share one."""
+
 
 @dataclass
 class _Session:
@@ -57,8 +60,8 @@ class _MemoryTxn:
             s.nodes[n.node] = n
             s.ids[n.msg_id] = n.node
 
-    def node(self, row: Row, node: int) -> Node:
-        return self._data[row.name].nodes[node]
+    def node(self, row: Row, node: int) -> Node | None:
+        return self._data[row.name].nodes.get(node)
 
     def find(self, row: Row, msg_id: str) -> Node | None:
         s = self._data[row.name]

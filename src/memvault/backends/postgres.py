@@ -261,6 +261,10 @@ class PostgresBackend:
                   expect_version: int | None, w: Write) -> int:
         return self._run(self._calls.summarize(session_id, record, through, expect_version, w))
 
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        return self._run(self._calls.chain(session_id, head, base, last, now))
+
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         return self._run(self._calls.info(session_id, now))
 
@@ -348,6 +352,10 @@ class AsyncPostgresBackend:
                         expect_version: int | None, w: Write) -> int:
         return await self._run(
             self._calls.summarize(session_id, record, through, expect_version, w))
+
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await self._run(self._calls.chain(session_id, head, base, last, now))
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await self._run(self._calls.info(session_id, now))

@@ -42,6 +42,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "history": ("bytea", "bigint", "float8"),
     "full_history": ("bytea", "bigint", "float8"),
     "summarize": ("bytea", "bytea", "bytea", "text", "bigint", "bytea", "float8", "float8"),
+    "chain": ("bytea", "bigint", "bigint", "bigint", "float8"),
     "info": ("bytea", "float8"),
     "pop": ("bytea", "bytea", "float8", "float8"),
     "trim": ("bytea", "bigint", "text", "bytea", "float8", "float8"),
@@ -196,6 +197,14 @@ class Calls:
         params = (_utf8(session_id), _utf8(through), _utf8(record.id), record.body,
                   expect_version, *self._write(w))
         return self._call("summarize", params, _scalar, write=True, refuse=refuse)
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> Call[list[Stored] | None]:
+        def parse(rows: Rows) -> list[Stored] | None:
+            return None if rows and rows[0][0] is None else _stored(rows)  # (NULL, NULL)
+
+        return self._call("chain", (_utf8(session_id), head, base, last, now), parse,
+                          write=False)
 
     def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
         def parse(rows: Rows) -> SessionInfo | None:

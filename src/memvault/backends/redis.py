@@ -260,6 +260,10 @@ class RedisBackend:
                   expect_version: int | None, w: Write) -> int:
         return self._run(self._ops.summarize(session_id, record, through, expect_version, w))
 
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        return self._run(self._ops.chain(session_id, head, base, last, now))
+
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         return self._run(self._ops.info(session_id, now))
 
@@ -358,6 +362,10 @@ class AsyncRedisBackend:
     async def summarize(self, session_id: str, record: Record, through: str,
                         expect_version: int | None, w: Write) -> int:
         return await self._run(self._ops.summarize(session_id, record, through, expect_version, w))
+
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await self._run(self._ops.chain(session_id, head, base, last, now))
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await self._run(self._ops.info(session_id, now))

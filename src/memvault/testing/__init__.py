@@ -32,6 +32,7 @@ _WHERE = {
     "SnapshotsContract": "memvault.testing.contract",
     "SummariesContract": "memvault.testing.contract",
     "TtlContract": "memvault.testing.contract",
+    "VersionsContract": "memvault.testing.contract",
     "WritesContract": "memvault.testing.contract",
     "ALL_CAPABILITIES": "memvault.testing.contract",
     "Opener": "memvault.testing.opener",
@@ -75,6 +76,7 @@ __all__ = [
     "StoreStateExtension",
     "SummariesContract",
     "TtlContract",
+    "VersionsContract",
     "WritesContract",
     "analyze_history",
     "check_against_model",
@@ -117,6 +119,7 @@ if TYPE_CHECKING:
         StoreContract,
         SummariesContract,
         TtlContract,
+        VersionsContract,
         WritesContract,
     )
     from memvault.testing.faults import FaultInjector, inject_faults

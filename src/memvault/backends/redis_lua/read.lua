@@ -3,20 +3,32 @@
 local op, now = ARGV[1], tonumber(ARGV[2])
 local row = live(now)
 
+-- The reply of history and chain: {depth, message, ...}, oldest first.
+local function stored(bodies, depths, count)
+  local reply = {}
+  for i = 1, count do
+    reply[2 * i - 1] = depths[i]
+    reply[2 * i] = bodies[i]
+  end
+  return reply
+end
+
+-- `count`, at most `last` ('' for no limit), never below 0.
+local function limit(count, last)
+  if last ~= '' then count = math.min(tonumber(last), count) end
+  return math.max(count, 0)
+end
+
 if op == 'history' then
   -- The context view's newest ARGV[3] ('' all): the summary only if it fits.
   if not row then return {} end
   local above = row.depth - floor_of(row)
-  local count, last = above, tonumber(ARGV[3])
-  if last then count = math.min(last, above) end
+  local count = limit(above, ARGV[3])
   local bodies, depths = newest(row, count)
-  local reply, k = {}, 0
-  if shows_summary(row) and (not last or last > above) then
-    reply[1], reply[2], k = row.through, redis.call('HGET', MSGS, row.summary), 2
-  end
-  for i = 1, count do
-    reply[k + 2 * i - 1] = depths[i]
-    reply[k + 2 * i] = bodies[i]
+  local reply = stored(bodies, depths, count)
+  if shows_summary(row) and (ARGV[3] == '' or tonumber(ARGV[3]) > above) then
+    table.insert(reply, 1, redis.call('HGET', MSGS, row.summary))
+    table.insert(reply, 1, row.through)
   end
   return reply
 elseif op == 'full' then
@@ -39,6 +51,17 @@ elseif op == 'full' then
     end
   end
   return reply
+elseif op == 'chain' then
+  -- ARGV[3] head node, ARGV[4] base, ARGV[5] last: any state the log points to.
+  -- A head that is not stored (compacted away) replies false.
+  local head = tonumber(ARGV[3])
+  if not row or head == 0 then return {} end
+  local at = redis.call('HGET', LINKS, head)
+  if not at then return false end
+  local _, depth = parse_link(at)
+  local count = limit(depth - tonumber(ARGV[4]), ARGV[5])
+  local bodies, depths = messages(head, count, false)
+  return stored(bodies, depths, count)
 elseif op == 'info' then
   if not row then return false end
   local summarized = 0

@@ -4,6 +4,7 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
 (snapshots and rollback), ``SummariesContract`` (summarize, the two views),
+``VersionsContract`` (``history(at_version=N)``),
 ``SerializationContract``, ``InputsContract``,
 ``ConcurrencyContract``, ``DurabilityContract`` (reopen), ``TtlContract``,
 ``FaultsContract`` (errors and retries) and ``ModelContract`` (against the reference).
@@ -22,6 +23,7 @@ from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.summaries import SummariesContract
 from memvault.testing.contract.ttl import TtlContract
+from memvault.testing.contract.versions import VersionsContract
 from memvault.testing.contract.writes import WritesContract
 
 
@@ -30,6 +32,7 @@ class StoreContract(
     WritesContract,
     SnapshotsContract,
     SummariesContract,
+    VersionsContract,
     SerializationContract,
     InputsContract,
     ConcurrencyContract,
@@ -64,5 +67,6 @@ __all__ = [
     "StoreContract",
     "SummariesContract",
     "TtlContract",
+    "VersionsContract",
     "WritesContract",
 ]

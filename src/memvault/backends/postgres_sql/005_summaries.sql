@@ -1,4 +1,4 @@
--- memvault PostgreSQL schema, version 4: summaries (Engine.summarize and the views).
+-- memvault PostgreSQL schema, version 5: summaries (Engine.summarize and the views).
 --
 -- A session and each snapshot get a summary pointer: summary (the summary's node, 0:
 -- none) and through (the depth of the last message it stands for). A summary is a

@@ -16,39 +16,14 @@ from typing import Protocol
 
 from memvault.backends.base import Stored, Write
 from memvault.errors import (
-    ConflictError,
-    DuplicateMessageError,
-    SnapshotExistsError,
-    SnapshotNotFoundError,
+    duplicate_ids,
+    session_exists,
+    snapshot_exists,
+    snapshot_missing,
+    version_conflict,
 )
 from memvault.messages import Record
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
-
-
-def version_conflict(session_id: str, current: int, expected: int) -> ConflictError:
-    """``expect_version`` did not match."""
-    return ConflictError(f"session {session_id!r} is at version {current}, expected {expected}")
-
-
-def session_exists(session_id: str) -> ConflictError:
-    """A fork onto a live session."""
-    return ConflictError(f"session {session_id!r} already exists")
-
-
-def duplicate_ids(session_id: str, stored: int, total: int, example: str) -> DuplicateMessageError:
-    """A batch mixing stored and new ids; ``example`` is the smallest stored id."""
-    return DuplicateMessageError(
-        f"session {session_id!r}: {stored} of {total} message ids are already stored "
-        f"(e.g. {example!r}); nothing was written"
-    )
-
-
-def snapshot_exists(session_id: str, name: str) -> SnapshotExistsError:
-    return SnapshotExistsError(f"session {session_id!r} already has snapshot {name!r}")
-
-
-def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
-    return SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")
 
 
 @dataclass

@@ -259,10 +259,19 @@ def test_known_bad_urls(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert SECRET not in str(caught.value)
 
 
+@pytest.mark.parametrize("writer", ["lone \ud800", "\udfff", "", 5])
+def test_bad_writer_labels_are_refused_at_open(writer: Any) -> None:
+    """A writer label every write would fail to store is refused when the store opens.
+    Failing: writer="\ud800" was accepted, then every write raised UnicodeEncodeError."""
+    with pytest.raises(ConfigurationError, match="writer"):
+        memvault.open("memory://", writer=writer)
+
+
 def test_limits_are_the_documented_defaults() -> None:
     """The limits the docs state, the same object for every backend."""
     assert Limits() == Limits(max_message_bytes=4 * 1024 * 1024, max_batch=1000,
-                              max_session_id=512, max_snapshot_name=256)
+                              max_batch_bytes=64 * 1024 * 1024, max_session_id=512,
+                              max_snapshot_name=256)
 
 
 def test_created_at_keeps_its_instant(store: memvault.Store) -> None:

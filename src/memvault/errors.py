@@ -6,6 +6,9 @@ Every error memvault raises is a :class:`MemvaultError`::
     ├── ConfigurationError        bad URL, unknown scheme or option, missing optional
     │                             dependency (the message names the extra to install)
     ├── InvalidMessageError       bad input; nothing was written (also a ValueError)
+    ├── InvalidArgumentError      a count (last=, keep_last=, keep_events=, expect_version)
+    │                             negative, not an int, or >= 2**63; nothing was done
+    │                             (also a ValueError)
     ├── ConflictError             expect_version did not match, or fork onto an existing id
     ├── DuplicateMessageError     a batch mixing stored and new message ids, or repeating one
     ├── SnapshotNotFoundError     rollback/fork to a snapshot that does not exist
@@ -30,6 +33,11 @@ class ConfigurationError(MemvaultError):
 
 class InvalidMessageError(MemvaultError, ValueError):
     """The input was rejected before anything was written."""
+
+
+class InvalidArgumentError(MemvaultError, ValueError):
+    """A count argument (``last``, ``keep_last``, ``keep_events``, ``expect_version``)
+    is not an int in 0..2**63-1; refused before any I/O, the same on every backend."""
 
 
 class ConflictError(MemvaultError):
@@ -123,6 +131,7 @@ __all__ = [
     "ConflictError",
     "CorruptRecordError",
     "DuplicateMessageError",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "MemvaultError",
     "OutcomeUnknownError",

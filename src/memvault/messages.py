@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -62,15 +62,22 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+MAX_NESTING = 100
+"""The deepest nesting of lists and objects in a message's ``metadata`` or ``content``
+(the message's own envelope adds a few levels; readers' JSON parsers stop at ~250)."""
+
+
 def _check_json(value: Any, where: str) -> None:
-    """Reject anything that JSON cannot carry exactly (sets, bytes, NaN, non-str keys)."""
-    problem = _json_problem(value)
+    """Reject anything that JSON cannot carry exactly (sets, bytes, NaN, non-str keys,
+    keys with a lone surrogate, nesting deeper than :data:`MAX_NESTING`)."""
+    problem = _json_problem(value, MAX_NESTING)
     if problem is not None:
         raise ValueError(f"{where}{problem}")
 
 
-def _json_problem(value: Any) -> str | None:
-    """Where and why ``value`` is not JSON (e.g. ``"['k'][0]: nan is not a JSON number"``).
+def _json_problem(value: Any, room: int) -> str | None:
+    """Where and why ``value`` is not JSON (e.g. ``"['k'][0]: nan is not a JSON number"``);
+    ``room`` is how many more levels of lists and objects may nest.
 
     Every message is checked on construction and again when read back, so the path is
     built only on failure, and a dict is tested before the (slower) Mapping ABC.
@@ -79,9 +86,11 @@ def _json_problem(value: Any) -> str | None:
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f": {value!r} is not a JSON number"
+    if isinstance(value, (list, tuple, dict, Mapping)) and room == 0:
+        return f": nested more than {MAX_NESTING} levels deep"
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            problem = _json_problem(item)
+            problem = _json_problem(item, room - 1)
             if problem is not None:
                 return f"[{i}]{problem}"
         return None
@@ -89,14 +98,53 @@ def _json_problem(value: Any) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f": key {key!r} is not a string"
-            problem = _json_problem(item)
+            if not key.isascii() and not encodable(key):
+                return f": key {key!r} is not valid Unicode (lone surrogate)"
+            problem = _json_problem(item, room - 1)
             if problem is not None:
                 return f"[{key!r}]{problem}"
         return None
     return f": {type(value).__name__} is not a JSON value"
 
 
-class ToolCall(BaseModel):
+def encodable(text: str) -> bool:
+    """Whether ``text`` has no lone surrogate (UTF-8 can carry it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def describe(exc: ValidationError) -> str:
+    """Pydantic's errors on one line: ``role: Input should be 'system', ...; content: ...``."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+
+
+_M = TypeVar("_M", bound="_Model")
+
+
+class _Model(BaseModel):
+    """A model whose construction errors are InvalidMessageError (pydantic's error is
+    the ``__cause__``), so they stay in memvault's tree."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidMessageError(f"invalid {type(self).__name__}: {describe(exc)}") \
+                from exc
+
+    @classmethod
+    def model_validate(cls: type[_M], obj: Any, *args: Any, **kwargs: Any) -> _M:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise InvalidMessageError(f"invalid {cls.__name__}: {describe(exc)}") from exc
+
+
+class ToolCall(_Model):
     """A tool call requested by an assistant message.
 
     Attributes:
@@ -112,7 +160,7 @@ class ToolCall(BaseModel):
     arguments: str = "{}"
 
 
-class Message(BaseModel):
+class Message(_Model):
     """One turn of a conversation. Immutable; validated on construction.
 
     Attributes:
@@ -207,10 +255,12 @@ class Message(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A message encoded for storage: its id and its envelope text."""
+    """A message encoded for storage: its id, its envelope text and that text's size
+    in UTF-8 bytes."""
 
     id: str
     body: str
+    size: int
 
 
 MessageLike = Message | Mapping[str, Any]
@@ -220,41 +270,73 @@ _ENVELOPE_START = b'{"v":%d,"m":' % FORMAT_VERSION
 def encode_message(message: MessageLike, max_bytes: int) -> Record:
     """Validate and encode one message, or raise InvalidMessageError.
 
+    A :class:`Message` object is checked again whatever produced it:
+    ``model_construct`` and ``model_copy(update=...)`` skip pydantic's validation, and
+    what they make (an unknown role, an empty id, ``content=42``) would be stored,
+    acknowledged, and then break every read of the session. The encoded envelope is
+    parsed back as a reader will, so nothing is stored that cannot be read.
+
     Args:
         message: a Message, or a mapping of Message fields.
         max_bytes: the largest encoded size accepted.
     """
     try:
-        if not isinstance(message, Message):
+        checked = isinstance(message, Message) is False
+        if checked:
             message = Message.model_validate(message)
-        # model_construct and model_copy(update=...) skip validation, and pydantic
-        # would write a NaN there as null: check the JSON values again (cheap).
+        assert isinstance(message, Message)
+        # Checked again for an object that skipped validation: pydantic would write a
+        # NaN there as null and a lone surrogate in a key as U+FFFD (cheap).
         _check_json(message.metadata, "metadata")
         if isinstance(message.content, list):
             _check_json(message.content, "content")
         # pydantic-core writes the JSON of json.dumps(model_dump(mode="json"),
         # ensure_ascii=False, compact separators) straight to UTF-8, several times
         # faster; a lone surrogate fails here (PydanticSerializationError is a ValueError).
-        body = b"".join((_ENVELOPE_START, message.__pydantic_serializer__.to_json(message), b"}"))
-    except (ValidationError, ValueError, TypeError) as exc:
+        body = b"".join((_ENVELOPE_START,
+                         message.__pydantic_serializer__.to_json(message, warnings=False), b"}"))
+        if not checked:
+            message = _Envelope.model_validate_json(body).m
+    except InvalidMessageError:
+        raise
+    except (ValidationError, ValueError, TypeError, AttributeError) as exc:
         raise InvalidMessageError(f"invalid message: {exc}") from exc
     if len(body) > max_bytes:
         raise InvalidMessageError(
             f"message {message.id!r} is {len(body)} bytes encoded; the limit is {max_bytes}"
         )
-    return Record(message.id, body.decode("utf-8"))
+    return Record(message.id, body.decode("utf-8"), len(body))
 
 
-def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int) -> list[Record]:
-    """Validate and encode a batch for one append; nothing is written if this raises."""
+def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int,
+                 max_batch_bytes: int) -> list[Record]:
+    """Validate and encode a batch for one append; nothing is written if this raises.
+
+    Args:
+        messages: the batch (a list or tuple; not a generator, whose length is unknown).
+        max_bytes: the largest encoded message.
+        max_batch: the most messages.
+        max_batch_bytes: the largest sum of the encoded messages' sizes.
+    """
     if isinstance(messages, (Message, Mapping, str, bytes)):
         raise InvalidMessageError("append takes a list of messages, not a single message")
+    if not isinstance(messages, Sequence):
+        raise InvalidMessageError(
+            f"append takes a list of messages, not a {type(messages).__name__}")
     if not messages:
         raise InvalidMessageError("append needs at least one message")
     if len(messages) > max_batch:
         raise InvalidMessageError(
             f"a batch holds at most {max_batch} messages, got {len(messages)}")
-    records = [encode_message(m, max_bytes) for m in messages]
+    records = []
+    total = 0
+    for m in messages:
+        records.append(encode_message(m, max_bytes))
+        total += records[-1].size
+        if total > max_batch_bytes:
+            raise InvalidMessageError(
+                f"a batch holds at most {max_batch_bytes} bytes encoded; its first "
+                f"{len(records)} of {len(messages)} messages are {total} bytes")
     if len({r.id for r in records}) != len(records):
         raise DuplicateMessageError("the batch repeats a message id")
     return records

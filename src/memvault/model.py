@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from memvault.errors import ConfigurationError, InvalidMessageError
+from memvault.errors import ConfigurationError, InvalidArgumentError, InvalidMessageError
 
 AUTO_PREFIX = "auto:"
+MAX_COUNT = 2**63 - 1
+"""The largest count any backend stores (a signed 64-bit integer)."""
 
 
 def utc(epoch: float) -> datetime:
@@ -98,14 +100,25 @@ class Limits:
     Attributes:
         max_message_bytes: largest encoded message (UTF-8 JSON), default 4 MiB.
         max_batch: most messages in one append, default 1,000.
+        max_batch_bytes: largest sum of the encoded messages of one append, default
+            64 MiB (a PostgreSQL server drops the connection near 1 GB in one request).
         max_session_id: longest session id in characters, default 512.
         max_snapshot_name: longest snapshot name in characters, default 256.
     """
 
     max_message_bytes: int = 4 * 1024 * 1024
     max_batch: int = 1000
+    max_batch_bytes: int = 64 * 1024 * 1024
     max_session_id: int = 512
     max_snapshot_name: int = 256
+
+    def __post_init__(self) -> None:
+        for name in (f.name for f in fields(self)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not 0 < value <= MAX_COUNT:
+                raise ConfigurationError(
+                    f"Limits: {name} must be an integer from 1 to 2**63-1, not {value!r}")
 
     def session_id(self, value: object) -> str:
         """Return ``value`` if it is a valid session id, else raise InvalidMessageError."""
@@ -134,9 +147,15 @@ def _check_text(what: str, value: object, limit: int) -> str:
 
 
 def check_count(what: str, value: object) -> int:
-    """A non-negative int argument (``last``, ``keep_last``, ``keep_events``)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidMessageError(f"{what} must be a non-negative integer, got {value!r}")
+    """A count argument (``last``, ``keep_last``, ``keep_events``, ``expect_version``):
+    an int from 0 to 2**63-1, what every backend can store; checked before any I/O.
+
+    Raises:
+        InvalidArgumentError: naming ``what``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+        raise InvalidArgumentError(f"{what} must be an integer from 0 to 2**63-1, got {shown}")
     return value
 
 

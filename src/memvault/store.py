@@ -16,7 +16,14 @@ from typing import Any
 
 from memvault.backends.base import Backend, Stored, Write
 from memvault.errors import ConfigurationError
-from memvault.messages import Message, MessageLike, Record, decode_message, encode_batch
+from memvault.messages import (
+    Message,
+    MessageLike,
+    Record,
+    decode_message,
+    encodable,
+    encode_batch,
+)
 from memvault.model import (
     CompactStats,
     Event,
@@ -52,8 +59,10 @@ class Options:
     def __post_init__(self) -> None:
         if self.ttl is not None:
             check_seconds("ttl", self.ttl, at_most=MAX_TTL)
-        if self.writer is not None and (not isinstance(self.writer, str) or not self.writer):
-            raise ConfigurationError(f"writer must be a non-empty string, not {self.writer!r}")
+        if self.writer is not None and (not isinstance(self.writer, str) or not self.writer
+                                        or not encodable(self.writer)):
+            raise ConfigurationError(
+                f"writer must be a non-empty string of valid Unicode, not {self.writer!r}")
         if not isinstance(self.limits, Limits):
             raise ConfigurationError("limits must be a memvault.Limits")
 
@@ -70,7 +79,7 @@ class Options:
         if expect_version is not None:
             check_count("expect_version", expect_version)
         lim = self.limits
-        return encode_batch(messages, lim.max_message_bytes, lim.max_batch)
+        return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
     @staticmethod
     def decode(session_id: str, stored: list[Stored]) -> list[Message]:

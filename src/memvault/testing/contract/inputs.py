@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import InvalidMessageError
+from memvault.errors import InvalidArgumentError, InvalidMessageError
 from memvault.messages import Message
 from memvault.model import Limits
 from memvault.testing.contract.base import ContractBase, texts
@@ -21,6 +21,27 @@ WEIRD_IDS = [
     "colon:star*?[glob]", "emoji 🙂 id", "line\nbreak", "tab\tspace ", "nul\x00id",
     "%s%d", "memvault:{s}:head", "x" * 512, "ß", "SS",
 ]
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _unvalidated() -> list[Any]:
+    """Messages that skipped pydantic's validation (model_copy(update=...) and
+    model_construct), each one unreadable if stored."""
+    m = Message.user("hi")
+    updates: list[dict[str, Any]] = [
+        {"role": "robot"}, {"id": ""}, {"id": "x" * 300}, {"id": None}, {"content": 42},
+        {"tool_call_id": 7}, {"metadata": {"\ud800": 1}}, {"metadata": {"k": _nested(200)}},
+        {"content": None}, {"created_at": "yesterday"},
+    ]
+    return [*(m.model_copy(update=u) for u in updates),
+            Message.model_construct(role="user", content="x", id=None),
+            Message.model_construct(role="wizard", content="x")]
 
 
 class InputsContract(ContractBase):
@@ -44,6 +65,15 @@ class InputsContract(ContractBase):
         pytest.param([{"role": "user", "content": "x", "extra": 1}], id="unknown-field"),
         pytest.param(["just a string"], id="not-a-message"),
         pytest.param(Message.user("not in a list"), id="bare-message"),
+        pytest.param([{"role": "user", "content": "x", "metadata": {"\ud800": 1}}],
+                     id="surrogate-key"),
+        pytest.param([{"role": "user", "content": [{"type": "text", "\udfff": "x"}]}],
+                     id="surrogate-part-key"),
+        pytest.param([{"role": "user", "content": "x", "metadata": {"k": _nested(1000)}}],
+                     id="metadata-1000-deep"),
+        pytest.param([{"role": "user", "content": [{"k": _nested(101)}]}],
+                     id="content-101-deep"),
+        pytest.param((Message.user(str(i)) for i in range(2)), id="generator"),
     ])
     def test_bad_messages_write_nothing(self, store: Any, bad: Any) -> None:
         """Every malformed batch raises InvalidMessageError; the session stays absent
@@ -55,6 +85,37 @@ class InputsContract(ContractBase):
         with pytest.raises(InvalidMessageError):
             s.append(batch)
         assert s.info() is None and store.sessions() == []
+
+    @pytest.mark.parametrize("bad", _unvalidated())
+    def test_unvalidated_message_objects_write_nothing(self, store: Any, bad: Message) -> None:
+        """A Message made without validation is checked whole at append and refused:
+        nothing is written, and the session stays readable. Failing: such a message was
+        acknowledged, then every history() of the session raised CorruptRecordError
+        (and pop() committed before raising).
+        """
+        s = store.session("s")
+        s.append([Message.user("before")])
+        with pytest.raises(InvalidMessageError):
+            s.append([Message.user("fine"), bad])
+        assert texts(s.history()) == ["before"] and s.info().version == 1
+        assert texts([s.pop()]) == ["before"]
+
+    def test_batch_byte_limit_writes_nothing(self, opener: Any) -> None:
+        """A batch whose encoded messages add up past ``max_batch_bytes`` is refused,
+        however small each message. Failing: only the count and each message's size
+        were limited (PostgreSQL dropped the connection near 1 GB and memvault said
+        OutcomeUnknownError, though nothing could ever be applied).
+        """
+        store = opener(limits=Limits(max_message_bytes=1000, max_batch_bytes=2000))
+        try:
+            s = store.session("s")
+            with pytest.raises(InvalidMessageError, match="2000 bytes"):
+                s.append([Message.user("x" * 700) for _ in range(3)])
+            assert s.info() is None
+            s.append([Message.user("x" * 700) for _ in range(2)])
+            assert s.info().length == 2
+        finally:
+            store.close()
 
     def test_size_limits_write_nothing(self, opener: Any) -> None:
         """A message over the size limit or a batch over the count limit is refused.
@@ -95,9 +156,9 @@ class InputsContract(ContractBase):
             s.snapshot(name)
         assert s.snapshots() == []
 
-    @pytest.mark.parametrize("value", [-1, 1.5, "3", True])
+    @pytest.mark.parametrize("value", [-1, 1.5, "3", True, 2**63])
     def test_bad_counts(self, store: Any, value: Any) -> None:
-        """last, keep_last, expect_version and keep_events take non-negative ints.
+        """last, keep_last, expect_version and keep_events take ints from 0 to 2**63-1.
         Failing: an argument check was bypassed and reached the backend.
         """
         s = store.session("s")
@@ -107,7 +168,7 @@ class InputsContract(ContractBase):
             lambda: s.append([Message.user("y")], expect_version=value),
             lambda: store.compact(keep_events=value)]
         for call in calls:
-            with pytest.raises(InvalidMessageError):
+            with pytest.raises(InvalidArgumentError):
                 call()
         assert s.info().version == 1
 

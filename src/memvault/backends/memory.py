@@ -20,6 +20,9 @@ from memvault.backends.url import read_options, redact
 from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot
 
+PROCESS_LOCAL = True
+"""Each open is a store private to its process: two processes cannot share one."""
+
 
 @dataclass
 class _Session:

@@ -34,12 +34,20 @@ class Write:
 
 
 class Backend(Protocol):
-    """The synchronous backend protocol (see the design's operation table)."""
+    """The synchronous backend protocol (see the design's operation table).
+
+    ``chain`` reads any state the event log points to: the messages of the chain
+    ending at node ``head`` with depth above ``base`` (the newest ``last`` of them;
+    None: all), oldest first, like ``history``. Node 0 and a session that is not
+    live give ``[]``; a ``head`` that is not stored (compacted away) gives None.
+    """
 
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int: ...
     def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None: ...
     def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     def pop(self, session_id: str, w: Write) -> Stored | None: ...
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
@@ -61,6 +69,8 @@ class AsyncBackend(Protocol):
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int: ...
     async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None: ...
     async def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     async def pop(self, session_id: str, w: Write) -> Stored | None: ...
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
@@ -92,6 +102,10 @@ class ThreadedAsyncBackend:
 
     async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return await asyncio.to_thread(self.backend.history, session_id, last, now)
+
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await asyncio.to_thread(self.backend.chain, session_id, head, base, last, now)
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await asyncio.to_thread(self.backend.info, session_id, now)

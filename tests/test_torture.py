@@ -53,6 +53,7 @@ def test_cli_run_with_kills_on_sqlite_is_clean(tmp_path: Path) -> None:
     assert all(op["ok"] > 0 for op in report["operations"].values()), report["operations"]
     assert all(f["count"] == 0 for f in report["findings"].values())
     assert "every acknowledged change is accounted for" in done.stdout
+    assert "(unread): messages hidden by a pop whose outcome was unknown" in done.stdout
     for column in ("lost", "duplicated", "reordered", "torn", "corrupted", "p50 ms", "p99 ms"):
         assert column in done.stdout
     assert Path(report["history_file"]).exists()

@@ -19,6 +19,9 @@ from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot
 from memvault.urls import call_with_options, redact
 
+PROCESS_LOCAL = True
+"""Each open is a store private to its process: two processes cannot share one."""
+
 
 @dataclass
 class _Session:

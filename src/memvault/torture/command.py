@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from memvault.errors import ConfigurationError, MemvaultError
+from memvault.terminal import error, say
 from memvault.testing.opener import Opener
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
@@ -71,6 +72,9 @@ def print_report(report: TortureReport) -> None:
     for name, finding in report.notes.items():
         acc.add_row(f"({name})", str(finding.count), "; ".join(finding.samples[:1]))
     out.print(acc)
+    say("(recovered): appends whose outcome was unknown (a fault or a kill) and that landed;"
+        " (unread): messages hidden by a pop whose outcome was unknown, so their content was"
+        " never read back. Both are allowed.")
 
 
 def _run(opener: Opener, settings: Settings) -> TortureReport:
@@ -133,14 +137,14 @@ def torture(
         settings = Settings(writers, readers, seconds, kill_rate, sessions, fault_rate, seed,
                             None if history is None else str(history))
         prepare(opener, settings)
-        out.print(f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
-                  f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "
-                  f"fault rate {fault_rate:g}")
+        say(f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
+            f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "
+            f"fault rate {fault_rate:g}")
         report = _run(opener, settings)
         if report.ok and not keep:
             cleanup(opener, report.run["sessions"])
     except MemvaultError as exc:
-        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True)
+        error(f"{type(exc).__name__}: {exc}")
         raise typer.Exit(1) from None
     print_report(report)
     if json_path is not None:

@@ -34,9 +34,20 @@ class AsyncSession:
         records = self._opts.encode(messages, expect_version)
         return await self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    async def history(self, last: int | None = None) -> list[Message]:
-        stored = await self._backend.history(self.id, self._opts.last(last), self._opts.now())
-        return self._opts.decode(self.id, stored)
+    async def history(self, last: int | None = None, *,
+                      at_version: int | None = None) -> list[Message]:
+        last = self._opts.last(last)
+        if at_version is None:
+            stored = await self._backend.history(self.id, last, self._opts.now())
+            return self._opts.decode(self.id, stored)
+        check_count("at_version", at_version)
+        state = self._opts.state_at(await self.log(), at_version)
+        at = None if state is None else await self._backend.chain(self.id, *state, last,
+                                                                   self._opts.now())
+        if at is None:
+            raise self._opts.version_missing(self.id, at_version, await self.log(),
+                                             await self.info())
+        return self._opts.decode(self.id, at)
 
     async def info(self) -> SessionInfo | None:
         return await self._backend.info(self.id, self._opts.now())

@@ -13,6 +13,8 @@ Every error memvault raises is a :class:`MemvaultError`::
     ├── DuplicateMessageError     a batch mixing stored and new message ids, or repeating one
     ├── SnapshotNotFoundError     rollback/fork to a snapshot that does not exist
     ├── SnapshotExistsError       snapshot() with a name already taken
+    ├── VersionNotFoundError      history(at_version=N): no such version, or compact
+    │                             dropped its event
     ├── CorruptRecordError        stored data that cannot be decoded; names session and depth
     └── BackendError              the backend failed; the driver's error is __cause__
         ├── BackendUnavailableError   nothing was applied (e.g. connection refused)
@@ -57,6 +59,11 @@ class SnapshotNotFoundError(MemvaultError, KeyError):
 
 class SnapshotExistsError(MemvaultError):
     """A snapshot of that name already exists; snapshots are never overwritten."""
+
+
+class VersionNotFoundError(MemvaultError, LookupError):
+    """``history(at_version=N)``: the session never reached version N, or
+    ``compact(keep_events=...)`` dropped the event that recorded it."""
 
 
 class CorruptRecordError(MemvaultError):
@@ -104,4 +111,5 @@ __all__ = [
     "OutcomeUnknownError",
     "SnapshotExistsError",
     "SnapshotNotFoundError",
+    "VersionNotFoundError",
 ]

@@ -57,13 +57,15 @@ class JsonTxn:
         for n in nodes:
             table[str(n.node)] = [n.parent, n.depth, n.msg_id, n.body]
 
-    def node(self, row: Row, node: int) -> Node:
-        return Node(node, *self.sessions[row.name]["nodes"][str(node)])
+    def node(self, row: Row, node: int) -> Node | None:
+        stored = self.sessions[row.name]["nodes"].get(str(node))
+        return Node(node, *stored) if stored else None
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
+        nodes = self.sessions[row.name]["nodes"]
         out: list[Node] = []
         while len(out) < count:
-            out.append(self.node(row, head))
+            out.append(Node(head, *nodes[str(head)]))
             head = out[-1].parent
         return out
 

@@ -17,6 +17,7 @@ from typing import Protocol
 from memvault.backends.base import Stored, Write
 from memvault.errors import (
     ConflictError,
+    CorruptRecordError,
     DuplicateMessageError,
     SnapshotExistsError,
     SnapshotNotFoundError,
@@ -49,6 +50,11 @@ def snapshot_exists(session_id: str, name: str) -> SnapshotExistsError:
 
 def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
     return SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")
+
+
+def message_missing(session_id: str, depth: int) -> CorruptRecordError:
+    """A node the session's pointers reach is not stored."""
+    return CorruptRecordError(session_id, depth, "the message is missing")
 
 
 @dataclass
@@ -95,7 +101,7 @@ class Txn(Protocol):
     def purge(self, row: Row) -> int: ...
     def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]: ...
     def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None: ...
-    def node(self, row: Row, node: int) -> Node: ...
+    def node(self, row: Row, node: int) -> Node | None: ...
     def chain(self, row: Row, head: int, count: int) -> list[Node]: ...
     def add_event(self, row: Row, event: Event) -> None: ...
     def events(self, row: Row) -> list[Event]: ...
@@ -181,9 +187,18 @@ class Engine:
             row = self._live(txn, session_id, now)
             if row is None:
                 return []
-            count = row.length if last is None else min(last, row.length)
-            nodes = txn.chain(row, row.head, count) if count else []
-            return [(n.depth, n.body) for n in reversed(nodes)]
+            return _read(txn, row, row.head, row.length, last)
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        with self.transaction(False) as txn:
+            row = self._live(txn, session_id, now)
+            if row is None or head == 0:
+                return []
+            top = txn.node(row, head)
+            if top is None:
+                return None
+            return _read(txn, row, head, top.depth - base, last)
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
@@ -201,6 +216,8 @@ class Engine:
             if row is None or row.length == 0:
                 return None
             node = txn.node(row, row.head)
+            if node is None:
+                raise message_missing(session_id, row.depth)
             before = (row.head, row.base)
             row.head, row.depth = node.parent, node.depth - 1
             self._commit(txn, row, "pop", w, before, {"message_id": node.msg_id})
@@ -308,6 +325,13 @@ class Engine:
                     txn.delete_nodes(row, sorted(dead))
                     nodes += len(dead)
         return CompactStats(nodes=nodes, events=events, sessions=sessions)
+
+
+def _read(txn: Txn, row: Row, head: int, count: int, last: int | None) -> list[Stored]:
+    """The ``count`` nodes from ``head`` back (the newest ``last`` of them), oldest first."""
+    count = max(0, count if last is None else min(last, count))
+    nodes = txn.chain(row, head, count) if count else []
+    return [(n.depth, n.body) for n in reversed(nodes)]
 
 
 def _reachable(links: dict[int, tuple[int, int]], pointers: list[tuple[int, int]]) -> set[int]:

@@ -60,8 +60,8 @@ class _MemoryTxn:
             s.nodes[n.node] = n
             s.ids.add(n.msg_id)
 
-    def node(self, row: Row, node: int) -> Node:
-        return self._data[row.name].nodes[node]
+    def node(self, row: Row, node: int) -> Node | None:
+        return self._data[row.name].nodes.get(node)
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         nodes, out = self._data[row.name].nodes, list[Node]()

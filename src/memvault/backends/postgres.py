@@ -256,6 +256,10 @@ class PostgresBackend:
     def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return self._run(self._calls.history(session_id, last, now))
 
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        return self._run(self._calls.chain(session_id, head, base, last, now))
+
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         return self._run(self._calls.info(session_id, now))
 
@@ -337,6 +341,10 @@ class AsyncPostgresBackend:
 
     async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return await self._run(self._calls.history(session_id, last, now))
+
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await self._run(self._calls.chain(session_id, head, base, last, now))
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await self._run(self._calls.info(session_id, now))

@@ -40,6 +40,7 @@ Refuse = Callable[[str, str], MemvaultError | None]
 _SIGNATURES: dict[str, tuple[str, ...]] = {
     "append": ("bytea", "bytea[]", "text[]", "bigint", "bytea", "float8", "float8"),
     "history": ("bytea", "bigint", "float8"),
+    "chain": ("bytea", "bigint", "bigint", "bigint", "float8"),
     "info": ("bytea", "float8"),
     "pop": ("bytea", "bytea", "float8", "float8"),
     "trim": ("bytea", "bigint", "text", "bytea", "float8", "float8"),
@@ -170,6 +171,14 @@ class Calls:
 
     def history(self, session_id: str, last: int | None, now: float) -> Call[list[Stored]]:
         return self._call("history", (_utf8(session_id), last, now), _stored, write=False)
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> Call[list[Stored] | None]:
+        def parse(rows: Rows) -> list[Stored] | None:
+            return None if rows and rows[0][0] is None else _stored(rows)  # (NULL, NULL)
+
+        return self._call("chain", (_utf8(session_id), head, base, last, now), parse,
+                          write=False)
 
     def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
         def parse(rows: Rows) -> SessionInfo | None:

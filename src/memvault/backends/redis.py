@@ -255,6 +255,10 @@ class RedisBackend:
     def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return self._run(self._ops.history(session_id, last, now))
 
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        return self._run(self._ops.chain(session_id, head, base, last, now))
+
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         return self._run(self._ops.info(session_id, now))
 
@@ -348,6 +352,10 @@ class AsyncRedisBackend:
 
     async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return await self._run(self._ops.history(session_id, last, now))
+
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await self._run(self._ops.chain(session_id, head, base, last, now))
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await self._run(self._ops.info(session_id, now))

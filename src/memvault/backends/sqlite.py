@@ -166,10 +166,10 @@ class _SqliteTxn:
             "INSERT INTO nodes (sid, node, parent, depth, msg_id, body) VALUES (?, ?, ?, ?, ?, ?)",
             [(row.key, n.node, n.parent, n.depth, n.msg_id, n.body) for n in nodes])
 
-    def node(self, row: Row, node: int) -> Node:
+    def node(self, row: Row, node: int) -> Node | None:
         r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes WHERE sid=? AND node=?",
                       row.key, node)
-        return Node(*r)
+        return Node(*r) if r else None
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         cur = self._db.execute(_CHAIN, {"sid": row.key, "head": head, "count": count})

@@ -109,3 +109,21 @@ def test_backends_import_only_low_modules() -> None:
         if not any(dep == low or dep.startswith(low + ".") for low in BACKEND_MAY_IMPORT)
     }
     assert upward == set()
+
+
+def test_the_version_is_written_once() -> None:
+    """pyproject.toml reads it from the package; the installed metadata agrees."""
+    import importlib.metadata
+    import re
+
+    import memvault
+
+    pyproject = (SRC.parent / "pyproject.toml").read_text("utf-8")
+    assert re.search(r"^version\s*=", pyproject, re.M) is None
+    assert re.search(r'^dynamic = \["version"\]', pyproject, re.M)
+    assert importlib.metadata.version("memvault") == memvault.__version__
+
+
+def test_the_license_is_the_full_mit_text() -> None:
+    text = (SRC.parent / "LICENSE").read_text("utf-8")
+    assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text

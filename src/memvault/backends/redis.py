@@ -1,7 +1,8 @@
 """The Redis backend (``redis://``, ``rediss://``, ``redis+unix://``), sync and async.
 
-Every operation on a session is one Lua script run with ``EVALSHA`` (the script
-text is sent only after ``NOSCRIPT``): atomic on the server, one round trip, no
+Every operation on a session is one call of a Lua script run with ``EVALSHA`` (the
+script text is sent only after ``NOSCRIPT``; two scripts, reads and writes, each
+dispatching on the operation it is given): atomic on the server, one round trip, no
 read-modify-write in Python. The logic, keys and scripts live in
 :mod:`memvault.backends.redis_ops`; this module only sends its requests, through
 redis-py (sync) or ``redis.asyncio`` (async), and maps driver errors:

@@ -17,16 +17,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import memvault
-from tests.support.inspector import HOSTILE_LINK, seed
+from tests.support.inspector import HOSTILE_LINK, free_port, seed
 
 CHROMIUM = "/usr/bin/chromium"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

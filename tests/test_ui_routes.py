@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -12,7 +13,7 @@ from starlette.testclient import TestClient
 import memvault
 from memvault import Message
 from memvault.ui import create_app
-from tests.support.inspector import HOSTILE, HOSTILE_ID, HOSTILE_LINK, seed
+from tests.support.inspector import HOSTILE, HOSTILE_ID, HOSTILE_LINK, free_port, seed
 
 TOKEN = "test-token-0123456789"
 
@@ -232,3 +233,21 @@ def test_a_compacted_log_says_where_it_starts(store: memvault.Store) -> None:
     assert "events before version 5 were dropped by compact" in html
     assert ">v4<" not in html and ">v7<" in html
     assert "VersionNotFoundError" in client(store).get("/s/agent-1/diff?a=v2&b=v7").text
+
+
+def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    url, port = f"sqlite:///{tmp_path / 'g.db'}", free_port()
+    with memvault.open(url) as store:
+        seed(store)
+    proc = subprocess.Popen([sys.executable, "-m", "memvault", "--url", url, "ui", "--port",
+                             str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(
+            f"memvault inspector on http://127.0.0.1:{port}/ (read-only)")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

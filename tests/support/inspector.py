@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import memvault
 from memvault import Message, ToolCall
 
@@ -30,3 +32,11 @@ def seed(store: memvault.Store, session_id: str = "agent-1") -> memvault.Session
     s.pop()
     s.trim(keep_last=4)
     return s
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

@@ -13,6 +13,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def ui(
+    ctx: typer.Context,
     url: Annotated[str | None, typer.Option(
         "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db).")] = None,
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8737,
@@ -24,11 +25,13 @@ def ui(
 ) -> None:
     """Start the inspector, a local web app over the store, and print its address."""
     import memvault
-    from memvault.cli import store_url  # at call time: cli imports this module
     from memvault.ui import is_loopback, serve
+    from memvault.urls import resolve
 
     try:
-        with memvault.open(store_url(url)) as store:
+        # The command's --url, else the app's global --url, else $MEMVAULT_URL, else the
+        # default (as every command does).
+        with memvault.open(resolve(url or ctx.find_root().params.get("url"))) as store:
             if not is_loopback(host):
                 err.print(f"[yellow]warning:[/yellow] binding {host}: anyone who can reach "
                           "this address can read the store", markup=True)

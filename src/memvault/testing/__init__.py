@@ -31,6 +31,7 @@ _WHERE = {
     "SerializationContract": "memvault.testing.contract",
     "SnapshotsContract": "memvault.testing.contract",
     "TtlContract": "memvault.testing.contract",
+    "VersionsContract": "memvault.testing.contract",
     "WritesContract": "memvault.testing.contract",
     "ALL_CAPABILITIES": "memvault.testing.contract",
     "Opener": "memvault.testing.opener",
@@ -73,6 +74,7 @@ __all__ = [
     "StoreModel",
     "StoreStateExtension",
     "TtlContract",
+    "VersionsContract",
     "WritesContract",
     "analyze_history",
     "check_against_model",
@@ -114,6 +116,7 @@ if TYPE_CHECKING:
         SnapshotsContract,
         StoreContract,
         TtlContract,
+        VersionsContract,
         WritesContract,
     )
     from memvault.testing.faults import FaultInjector, inject_faults

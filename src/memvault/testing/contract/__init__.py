@@ -3,7 +3,8 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
-(snapshots and rollback), ``SerializationContract``, ``InputsContract``,
+(snapshots and rollback), ``VersionsContract`` (``history(at_version=N)``),
+``SerializationContract``, ``InputsContract``,
 ``ConcurrencyContract``, ``DurabilityContract`` (reopen), ``TtlContract``,
 ``FaultsContract`` (errors and retries) and ``ModelContract`` (against the reference).
 """
@@ -20,6 +21,7 @@ from memvault.testing.contract.model import ModelContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.ttl import TtlContract
+from memvault.testing.contract.versions import VersionsContract
 from memvault.testing.contract.writes import WritesContract
 
 
@@ -27,6 +29,7 @@ class StoreContract(
     BasicsContract,
     WritesContract,
     SnapshotsContract,
+    VersionsContract,
     SerializationContract,
     InputsContract,
     ConcurrencyContract,
@@ -60,5 +63,6 @@ __all__ = [
     "SnapshotsContract",
     "StoreContract",
     "TtlContract",
+    "VersionsContract",
     "WritesContract",
 ]

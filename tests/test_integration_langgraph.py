@@ -186,3 +186,49 @@ async def test_each_face_needs_its_store(any_store_url: str) -> None:
             await saver.aget_tuple({"configurable": {"thread_id": "x"}})
     with pytest.raises(memvault.ConfigurationError, match="store="):
         MemvaultSaver()
+
+
+def test_memvault_snapshots_and_rollback_name_checkpoints(any_store_url: str) -> None:
+    from tests.support.langgraph_graphs import echo_graph
+
+    with MemvaultSaver.from_conn_string(any_store_url) as saver:
+        graph = echo_graph(saver)
+        cfg = {"configurable": {"thread_id": "r"}}
+        assert saver.store is not None
+        thread = saver.store.session("langgraph:r")
+        for n in range(40):  # more nodes than a saver reads when it remembers the rest
+            graph.invoke({"messages": [HumanMessage(f"turn {n}")]}, cfg)
+        thread.snapshot("after-40")
+        for n in range(40, 45):
+            graph.invoke({"messages": [HumanMessage(f"turn {n}")]}, cfg)
+        assert len(graph.get_state(cfg).values["messages"]) == 90
+        thread.rollback("after-40")
+        assert shape(graph.get_state(cfg).values["messages"])[-1] == ("ai", "echo: turn 39", [])
+        graph.invoke({"messages": [HumanMessage("again")]}, cfg)
+        messages = graph.get_state(cfg).values["messages"]
+        with MemvaultSaver.from_conn_string(any_store_url) as fresh:  # nothing remembered
+            if fresh.store is not None and not any_store_url.startswith("memory"):
+                assert shape(echo_graph(fresh).get_state(cfg).values["messages"]) == shape(
+                    messages)
+    assert len(messages) == 82 and shape(messages)[-1] == ("ai", "echo: again", [])
+
+
+def test_a_value_that_does_not_extend_its_parent_is_stored_whole(any_store_url: str) -> None:
+    from langchain_core.messages import RemoveMessage
+
+    from tests.support.langgraph_graphs import echo_graph
+
+    with MemvaultSaver.from_conn_string(any_store_url) as saver:
+        graph = echo_graph(saver)
+        cfg = {"configurable": {"thread_id": "w"}}
+        for n in range(3):
+            graph.invoke({"messages": [HumanMessage(f"turn {n}", id=f"h{n}")]}, cfg)
+        graph.update_state(cfg, {"messages": [RemoveMessage(id="h1"),
+                                              HumanMessage("turn 0, edited", id="h0")]})
+        graph.invoke({"messages": [HumanMessage("last")]}, cfg)
+        got = saver.get_tuple(cfg)
+    assert got is not None
+    assert shape(got.checkpoint["channel_values"]["messages"]) == [
+        ("human", "turn 0, edited", []), ("ai", "echo: turn 0", []),
+        ("ai", "echo: turn 1", []), ("human", "turn 2", []), ("ai", "echo: turn 2", []),
+        ("human", "last", []), ("ai", "echo: last", [])]

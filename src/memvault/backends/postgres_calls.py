@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 
-from memvault.backends import engine
+from memvault import errors
 from memvault.backends.base import Stored, Write
 from memvault.backends.postgres_migrations import quote
 from memvault.errors import (
@@ -105,8 +105,9 @@ def _optional_utf8(text: str | None) -> bytes | None:
 
 
 def _snapshot(r: tuple[Any, ...]) -> Snapshot:
-    return Snapshot(bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6], r[7],
-                    r[8])
+    # r[7:9], the summary pointer: absent from a schema before version 5
+    return Snapshot(bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6],
+                    *r[7:9])
 
 
 def _event(r: tuple[Any, ...]) -> Event:
@@ -165,10 +166,10 @@ class Calls:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == DUPLICATE_IDS:
                 count, example = detail.split(" ")
-                return engine.duplicate_ids(session_id, int(count), len(records),
+                return errors.duplicate_ids(session_id, int(count), len(records),
                                             bytes.fromhex(example).decode("utf-8"))
             if state == VERSION_CONFLICT and expect_version is not None:
-                return engine.version_conflict(session_id, int(detail), expect_version)
+                return errors.version_conflict(session_id, int(detail), expect_version)
             return None
 
         params = (_utf8(session_id), [_utf8(r.id) for r in records], [r.body for r in records],
@@ -182,16 +183,17 @@ class Calls:
 
     def summarize(self, session_id: str, record: Record, through: str,
                   expect_version: int | None, w: Write) -> Call[int]:
-        errors = {THROUGH_UNKNOWN: engine.unknown_through, THROUGH_HIDDEN: engine.hidden_through,
-                  THROUGH_SUMMARIZED: engine.summarized_through}
+        through_errors = {THROUGH_UNKNOWN: errors.unknown_through,
+                          THROUGH_HIDDEN: errors.hidden_through,
+                          THROUGH_SUMMARIZED: errors.summarized_through}
 
         def refuse(state: str, detail: str) -> MemvaultError | None:
-            if state in errors:
-                return errors[state](session_id, through)
+            if state in through_errors:
+                return through_errors[state](session_id, through)
             if state == DUPLICATE_IDS:
-                return engine.duplicate_ids(session_id, 1, 1, record.id)
+                return errors.duplicate_ids(session_id, 1, 1, record.id)
             if state == VERSION_CONFLICT and expect_version is not None:
-                return engine.version_conflict(session_id, int(detail), expect_version)
+                return errors.version_conflict(session_id, int(detail), expect_version)
             return None
 
         params = (_utf8(session_id), _utf8(through), _utf8(record.id), record.body,
@@ -210,9 +212,9 @@ class Calls:
         def parse(rows: Rows) -> SessionInfo | None:
             if not rows:
                 return None
-            version, length, created, updated, expires, summarized = rows[0]
+            version, length, created, updated, expires, *summarized = rows[0]  # schema < 5: no
             return SessionInfo(session_id, version, length, utc(created), utc(updated),
-                               to_datetime(expires), summarized)
+                               to_datetime(expires), *summarized)
 
         return self._call("info", (_utf8(session_id), now), parse, write=False)
 
@@ -238,7 +240,7 @@ class Calls:
 
     def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
         return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS,
-                           engine.snapshot_exists)
+                           errors.snapshot_exists)
 
     def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
         return self._call("snapshots", (_utf8(session_id), now),
@@ -246,14 +248,14 @@ class Calls:
 
     def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
         return self._named("rollback", session_id, name, w, SNAPSHOT_MISSING,
-                           engine.snapshot_missing)
+                           errors.snapshot_missing)
 
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Call[None]:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == SESSION_EXISTS:
-                return engine.session_exists(new_id)
+                return errors.session_exists(new_id)
             if state == SNAPSHOT_MISSING and at is not None:
-                return engine.snapshot_missing(session_id, at)
+                return errors.snapshot_missing(session_id, at)
             return None
 
         params = (_utf8(session_id), _utf8(new_id), _optional_utf8(at), *self._write(w))

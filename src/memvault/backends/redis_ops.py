@@ -23,7 +23,9 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import (
+from memvault.errors import (
+    ConfigurationError,
+    CorruptRecordError,
     duplicate_ids,
     hidden_through,
     session_exists,
@@ -33,7 +35,6 @@ from memvault.backends.engine import (
     unknown_through,
     version_conflict,
 )
-from memvault.errors import ConfigurationError, CorruptRecordError
 from memvault.messages import Record
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
 

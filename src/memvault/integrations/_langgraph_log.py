@@ -174,6 +174,38 @@ def marker_message(kind: str, names: Sequence[str], reason: str) -> Message:
     return Message(id=new_message_id(), role="system", content=reason, metadata={KEY: body})
 
 
+Entry = tuple[str, "Body | None"]  # a node of the chain: its id and LangGraph body
+
+
+def entries(messages: Sequence[Message]) -> list[Entry]:
+    """The chain's nodes as (id, body); None for another writer's message."""
+    return [(m.id, b if isinstance(b := m.metadata.get(KEY), dict) else None)
+            for m in messages]
+
+
+class Chain:
+    """What a saver remembers of a thread's chain (node bodies never change).
+
+    A later read need only fetch the newest nodes: ``merge`` joins them to the
+    remembered ones at the newest node both hold (a node's ancestors are fixed, so
+    the chain before it is the remembered one), and checks the result against the
+    session's visible length, so a trim, a rollback or a writer racing the two
+    reads makes the saver read the whole chain instead.
+    """
+
+    def __init__(self, nodes: list[Entry]) -> None:
+        self.nodes = nodes
+        self.index = {node: i for i, (node, _) in enumerate(nodes)}
+
+    def merge(self, newest: list[Entry], length: int) -> Chain | None:
+        for j in range(len(newest) - 1, -1, -1):
+            i = self.index.get(newest[j][0])
+            if i is not None:
+                merged = self.nodes[:i + 1] + newest[j + 1:]
+                return Chain(merged) if len(merged) == length else None
+        return None
+
+
 class ThreadLog:
     """A thread as read back: its checkpoints, writes and markers, indexed.
 
@@ -182,7 +214,7 @@ class ThreadLog:
     session does not hold (for instance hidden by a memvault trim or rollback).
     """
 
-    def __init__(self, thread_id: str, messages: Sequence[Message],
+    def __init__(self, thread_id: str, chain: Sequence[Entry],
                  serde: SerializerProtocol) -> None:
         self.thread_id = thread_id
         self.serde = serde
@@ -192,16 +224,15 @@ class ThreadLog:
         self.first: dict[tuple[str, str], str] = {}  # (ns, checkpoint id) -> node
         self.writes: dict[tuple[str, str], list[Body]] = {}
         self.hidden: set[str] = set()
-        for depth, message in enumerate(messages, 1):
-            body = message.metadata.get(KEY)
-            if not isinstance(body, dict):
+        for depth, (node, body) in enumerate(chain, 1):
+            if body is None:
                 continue  # another writer's message: not LangGraph's
             try:
-                self._add(message.id, body)
+                self._add(node, body)
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptRecordError(self.session, depth, f"bad LangGraph node: {exc!r}"
                                          ) from exc
-            self.depth[message.id] = depth
+            self.depth[node] = depth
 
     def _add(self, node: str, body: Body) -> None:
         kind = body["kind"]
@@ -248,11 +279,11 @@ class ThreadLog:
             if ref not in self.nodes or channel not in self.nodes[ref]["values"]:
                 raise self._fail(node, f"channel {channel!r} refers to missing node {ref!r}")
             node, entry = ref, self.nodes[ref]["values"][channel]
-        value = self.serde.loads_typed(unpack(entry))
+        value = self.serde.loads_typed(unpack(entry))  # a fresh object: extended in place
         for at, ext in reversed(suffixes):
             if not isinstance(value, list) or len(value) != ext["n"]:
                 raise self._fail(at, f"channel {channel!r} does not extend its base")
-            value = value + self.serde.loads_typed(unpack(ext))
+            value.extend(self.serde.loads_typed(unpack(ext)))
         return value
 
     def stored(self, node: str) -> dict[str, Stored]:

@@ -64,9 +64,11 @@ try:
 
     from memvault.integrations._langgraph_log import (
         PREFIX,
+        Chain,
         Stored,
         ThreadLog,
         checkpoint_message,
+        entries,
         marker_message,
         session_id,
         writes_message,
@@ -77,10 +79,18 @@ except ImportError as _exc:  # pragma: no cover - exercised by simulating the im
 __all__ = ["MemvaultSaver"]
 
 CACHE_SIZE = 64  # checkpoints whose stored values a saver remembers to encode children
+CHAINS = 16  # threads whose chain a saver remembers, to read only their newest nodes
+WINDOW = 64  # how many of the newest nodes a read of a remembered thread fetches
 
 
 @dataclass(frozen=True)
 class _Read:
+    session: str
+    last: int | None
+
+
+@dataclass(frozen=True)
+class _Info:
     session: str
 
 
@@ -106,14 +116,16 @@ class _Threads:
     pass
 
 
-_Step = _Read | _Append | _Delete | _Fork | _Threads
+_Step = _Read | _Info | _Append | _Delete | _Fork | _Threads
 _Plan = Generator[_Step, Any, Any]
 
 
 def _call(store: Any, step: _Step) -> Any:
     """Do ``step`` on a Store (the result) or an AsyncStore (an awaitable of it)."""
     if isinstance(step, _Read):
-        return store.session(step.session).history()
+        return store.session(step.session).history(step.last)
+    if isinstance(step, _Info):
+        return store.session(step.session).info()
     if isinstance(step, _Append):
         return store.session(step.session).append([step.message])
     if isinstance(step, _Delete):
@@ -182,6 +194,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         self.store = store
         self.async_store = async_store
         self._cache: OrderedDict[tuple[str, str, str], dict[str, Stored]] = OrderedDict()
+        self._chains: OrderedDict[str, Chain] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -197,24 +210,39 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
 
     # -- the sans-I/O plans: every method below is one of these, run sync or async
 
-    def _remember(self, key: tuple[str, str, str], stored: dict[str, Stored]) -> None:
+    def _remember(self, cache: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> None:
         with self._lock:
-            self._cache[key] = stored
-            self._cache.move_to_end(key)
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+            cache[key] = value
+            cache.move_to_end(key)
+            while len(cache) > size:
+                cache.popitem(last=False)
 
     def _forget(self, session: str) -> None:
         with self._lock:
             for key in [k for k in self._cache if k[0] == session]:
                 del self._cache[key]
+            self._chains.pop(session, None)
 
-    def _log(self, thread_id: str, messages: list[Message]) -> ThreadLog:
-        return ThreadLog(thread_id, messages, self.serde)
+    def _read(self, thread_id: str) -> _Plan:
+        """Read a thread's log: its newest nodes if the saver remembers the rest."""
+        session = session_id(thread_id)
+        with self._lock:
+            known = self._chains.get(session)
+        chain = None
+        if known is not None:
+            newest = entries((yield _Read(session, WINDOW)))
+            if len(newest) < WINDOW:
+                chain = Chain(newest)  # the whole visible chain
+            elif (info := (yield _Info(session))) is not None:
+                chain = known.merge(newest, info.length)
+        if chain is None:
+            chain = Chain(entries((yield _Read(session, None))))
+        self._remember(self._chains, session, chain, CHAINS)
+        return ThreadLog(thread_id, chain.nodes, self.serde)
 
     def _get_plan(self, config: RunnableConfig) -> _Plan:
         thread_id, ns = _where(config)
-        log = self._log(thread_id, (yield _Read(session_id(thread_id))))
+        log = yield from self._read(thread_id)
         node = log.find(ns, get_checkpoint_id(config))
         return None if node is None else log.tuple(node)
 
@@ -230,7 +258,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         cursor = get_checkpoint_id(before) if before else None
         found: list[CheckpointTuple] = []
         for thread_id in threads:
-            log = self._log(thread_id, (yield _Read(session_id(thread_id))))
+            log = yield from self._read(thread_id)
             for node in log.listed(None if ns is None else str(ns)):
                 cid = str(log.nodes[node]["id"])
                 if (only is not None and cid != only) or (cursor is not None and cid >= cursor):
@@ -252,7 +280,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
             with self._lock:
                 cached = self._cache.get((session, ns, parent_id))
             if cached is None:
-                log = self._log(thread_id, (yield _Read(session)))
+                log = yield from self._read(thread_id)
                 node = log.first.get((ns, parent_id))
                 cached = log.stored(node) if node is not None else None
             parent = cached or {}
@@ -260,7 +288,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
             ns, checkpoint, get_serializable_checkpoint_metadata(config, metadata),
             parent_id, parent, self.serde)
         yield _Append(session, message)
-        self._remember((session, ns, checkpoint["id"]), stored)
+        self._remember(self._cache, (session, ns, checkpoint["id"]), stored, CACHE_SIZE)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 
@@ -278,7 +306,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
             yield _Delete(session_id(thread_id))
 
     def _copy_plan(self, source: str, target: str) -> _Plan:
-        if (yield _Read(session_id(source))):
+        if (yield _Info(session_id(source))) is not None:
             yield _Fork(session_id(source), session_id(target))
 
     def _prune_plan(self, thread_ids: Sequence[str], strategy: str) -> _Plan:
@@ -288,7 +316,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         if strategy != "keep_latest":
             raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
         for thread_id in thread_ids:
-            log = self._log(thread_id, (yield _Read(session_id(thread_id))))
+            log = yield from self._read(thread_id)
             listed = log.listed(None)
             namespaces = {str(log.nodes[n]["ns"]) for n in listed}
             keep = [node for ns in namespaces if (node := log.find(ns, None))]
@@ -303,7 +331,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         for session in (yield _Threads()):
             if not session.startswith(PREFIX):
                 continue
-            log = self._log(session[len(PREFIX):], (yield _Read(session)))
+            log = yield from self._read(session[len(PREFIX):])
             if any(log.nodes[n].get("run") in runs for n in log.listed(None)):
                 yield _Append(session, marker_message(
                     "forget_runs", sorted(runs), "delete_for_runs: hide these runs"))
@@ -312,7 +340,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         if not channels:
             return {}
         thread_id, ns = _where(config)
-        log = self._log(thread_id, (yield _Read(session_id(thread_id))))
+        log = yield from self._read(thread_id)
         return log.delta_history(ns, get_checkpoint_id(config), channels)
 
     # -- the faces

@@ -39,3 +39,15 @@ def test_async_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
     with memvault.open("sqlite:///agent.db") as store:
         assert [m.content for m in store.session("user-42").history()][-1] == "hi"
+
+
+def test_the_error_tree_names_every_public_error() -> None:
+    """Every error class a user can meet is in the README's tree."""
+    import memvault
+    from memvault.integrations import _common
+
+    errors = {obj for module in (memvault, _common) for obj in vars(module).values()
+              if isinstance(obj, type) and issubclass(obj, memvault.MemvaultError)}
+    tree = re.search(r"```text\nMemvaultError\n(.*?)```", README.read_text(), flags=re.S)
+    assert tree is not None
+    assert sorted(e.__name__ for e in errors if e.__name__ not in tree.group(0)) == []

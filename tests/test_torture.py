@@ -98,6 +98,12 @@ def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
     done, report = torture_cli("--url", "memory://", tmp_path=tmp_path)
     assert done.returncode == 1 and report is None
     assert done.stderr.startswith("error: ConfigurationError") and "Traceback" not in done.stderr
+    # The app's global --url reaches the command too (refused for the same reason,
+    # instead of running on the default SQLite file).
+    done = subprocess.run([sys.executable, "-m", "memvault", "--url", "memory://", "torture"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "private to each process" in done.stderr
+    assert not (tmp_path / "memvault.db").exists()
 
 
 # --- the audit, on one real history altered one violation at a time --------------------

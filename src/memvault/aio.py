@@ -14,7 +14,7 @@ from memvault.backends.base import AsyncBackend
 from memvault.messages import Message, MessageLike
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
 from memvault.store import Options, split_options
-from memvault.urls import open_backend, redact
+from memvault.urls import open_async_backend, redact
 
 
 class AsyncSession:
@@ -122,4 +122,4 @@ class AsyncStore:
 def open_async(url: str | None = None, **options: Any) -> AsyncStore:
     """Open a store for asyncio; the same URLs and options as :func:`memvault.open`."""
     opts, backend_options = split_options(url, options)
-    return AsyncStore(open_backend(opts.url, backend_options, asynchronous=True), opts)
+    return AsyncStore(open_async_backend(opts.url, backend_options), opts)

@@ -303,7 +303,7 @@ def open(url: str | None = None, **options: Any) -> Store:  # noqa: A001 - the p
         ConfigurationError: bad URL or option, or a missing optional dependency.
     """
     opts, backend_options = split_options(url, options)
-    return Store(open_backend(opts.url, backend_options, asynchronous=False), opts)
+    return Store(open_backend(opts.url, backend_options), opts)
 
 
 __all__ = ["Options", "Session", "Store", "open"]

@@ -23,14 +23,15 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import (
+from memvault.errors import (
+    ConfigurationError,
+    CorruptRecordError,
     duplicate_ids,
     session_exists,
     snapshot_exists,
     snapshot_missing,
     version_conflict,
 )
-from memvault.errors import ConfigurationError, CorruptRecordError
 from memvault.messages import Record
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
 

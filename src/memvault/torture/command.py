@@ -18,7 +18,7 @@ from memvault.testing.opener import Opener
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
 from memvault.torture.runner import Settings, Status, cleanup, prepare, run_torture
-from memvault.urls import redact
+from memvault.urls import redact, resolve
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -97,6 +97,7 @@ def _run(opener: Opener, settings: Settings) -> TortureReport:
 
 
 def torture(
+    ctx: typer.Context,
     url: Annotated[str | None, typer.Option(
         "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db).")] = None,
     writers: Annotated[int, typer.Option(min=1, help="Writer processes.")] = 4,
@@ -126,12 +127,12 @@ def torture(
 ) -> None:
     """Hammer a store with killed and restarted worker processes, then prove that every
     acknowledged change is accounted for. Exit code 1 on any violation."""
-    from memvault.cli import store_url  # at call time: cli imports this module
-
     try:
         if face not in ("sync", "async"):
             raise ConfigurationError(f"--face is sync or async, not {face!r}")
-        target = url if factory else store_url(url)
+        # The command's --url, else the app's global --url (its root context's
+        # parameter), else $MEMVAULT_URL, else the default.
+        target = url if factory else resolve(url or ctx.find_root().params.get("url"))
         opener = Opener(target or "factory", face,  # type: ignore[arg-type]
                         _options(option or []), _factory(factory) if factory else None)
         settings = Settings(writers, readers, seconds, kill_rate, sessions, fault_rate, seed,

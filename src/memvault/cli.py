@@ -390,3 +390,7 @@ def import_(
 from memvault import torture  # noqa: E402 - registers its command on the app above
 
 torture.register(app)
+
+from memvault.ui import command as ui_command  # noqa: E402 - registers `memvault ui`
+
+ui_command.register(app)

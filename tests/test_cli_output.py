@@ -192,9 +192,6 @@ class Ready:  # says "ready" once the command reads its input, i.e. runs
     def __init__(self, stream):
         self.stream = stream
 
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
-
     def __enter__(self):
         return self
 
@@ -206,7 +203,11 @@ class Ready:  # says "ready" once the command reads its input, i.e. runs
         return iter(self.stream)
 
 
-sys.stdin = Ready(sys.stdin)
+class Stdin:
+    buffer = Ready(sys.stdin.buffer)
+
+
+sys.stdin = Stdin()
 sys.argv = ["memvault", "import", "-"]
 memvault.cli.main()
 """

@@ -372,11 +372,12 @@ def import_(
     file: Annotated[str, typer.Argument(metavar="FILE", help="A JSONL export; '-' reads stdin.")],
     url: UrlOption = None,
 ) -> None:
-    """Load an export into the store; nothing is written if any session exists already."""
+    """Load an export into the store, all or nothing: nothing is written if the file is
+    damaged or any session exists already, and a failed import leaves nothing behind."""
     try:
-        with sys.stdin if file == "-" else builtins.open(file, encoding="utf-8") as lines:
-            with opened(url) as store:
-                imported = transfer.import_sessions(store, lines)
+        with sys.stdin.buffer if file == "-" else builtins.open(file, "rb") as raw:
+            with opened(url) as store:  # decoded line by line: errors name their line
+                imported = transfer.import_sessions(store, (b.decode("utf-8") for b in raw))
     except OSError as exc:
         raise NoSuchFile(f"cannot read {file!r}: {exc.strerror}") from exc
     say(f"imported {plural(len(imported), 'session')}: {', '.join(map(repr, imported))}")
@@ -385,3 +386,7 @@ def import_(
 from memvault import torture  # noqa: E402 - registers its command on the app above
 
 torture.register(app)
+
+from memvault.ui import command as ui_command  # noqa: E402 - registers `memvault ui`
+
+ui_command.register(app)

@@ -55,14 +55,12 @@ from redis.exceptions import (
 from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.redis_ops import (
     FETCH_FIELDS,
-    Done,
     Eval,
     Layout,
     Op,
     Operations,
     Request,
     Scan,
-    advance,
 )
 from memvault.backends.url import boolean, read_options, redact
 from memvault.errors import (
@@ -73,6 +71,7 @@ from memvault.errors import (
 )
 from memvault.messages import Record
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
+from memvault.sansio import drive, drive_async
 
 T = TypeVar("T")
 
@@ -223,10 +222,7 @@ class RedisBackend:
             raise translate(exc, self._shown) from exc
 
     def _run(self, op: Op[T]) -> T:
-        step = advance(op, None)
-        while not isinstance(step, Done):
-            step = advance(op, self._send(step))
-        return step.value
+        return drive(op, self._send)
 
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
@@ -321,10 +317,7 @@ class AsyncRedisBackend:
             raise translate(exc, self._shown) from exc
 
     async def _run(self, op: Op[T]) -> T:
-        step = advance(op, None)
-        while not isinstance(step, Done):
-            step = advance(op, await self._send(step))
-        return step.value
+        return await drive_async(op, self._send)
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write

@@ -29,10 +29,11 @@ Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import redis
 import redis.asyncio
@@ -127,6 +128,12 @@ def settings(url: str, **options: Any) -> Settings:
     merged = {**DEFAULTS, **given.merged}
     _check(shown, merged)
     passed = given.passed_on
+    databases = [parts.path.strip("/")] if scheme != "unix" else []
+    databases += [unquote_plus(p.partition("=")[2]) for p in passed if p.startswith("db=")]
+    for database in databases:
+        if database and not re.fullmatch("[0-9]+", database):
+            raise ConfigurationError(
+                f"{shown}: the database is a number (redis://host:port/0), not {database!r}")
     if merged["cluster"] and (scheme == "unix" or parts.path.strip("/") not in ("", "0")
                               or any(p.partition("=")[0] == "db" for p in passed)):
         raise ConfigurationError(

@@ -36,7 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 import memvault
 from memvault.errors import MemvaultError
-from memvault.ui import views
+from memvault.ui import threads, views
 from memvault.urls import redact
 
 _HERE = resources.files("memvault.ui")
@@ -106,6 +106,16 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
         return page(request, "diff.html", sid=session_id, d=result)
 
+    def checkpoints(request: Request) -> Response:
+        session_id = request.path_params["sid"]
+        if not threads.is_thread(session_id):
+            return fail(request, 404, f"{session_id!r} is not a LangGraph thread")
+        try:
+            roots = threads.checkpoint_tree(store, session_id)
+        except MemvaultError as exc:
+            return fail(request, 400, f"{type(exc).__name__}: {exc}")
+        return page(request, "checkpoints.html", sid=session_id, roots=roots)
+
     async def write(request: Request) -> Response:
         if not allow_writes:
             return fail(request, 403, "read-only: start `memvault ui --allow-writes` to repair")
@@ -128,6 +138,7 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
     routes = [
         Route("/", sessions),
         Route("/s/{sid:path}/diff", compare),
+        Route("/s/{sid:path}/checkpoints", checkpoints),
         Route("/s/{sid:path}/do/{action}", write, methods=["POST"]),
         Route("/s/{sid:path}", session),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),

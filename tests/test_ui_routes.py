@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -248,6 +250,13 @@ def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path)
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith(
             f"memvault inspector on http://127.0.0.1:{port}/ (read-only)")
+        for _ in range(100):  # the line is printed just before the server binds
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/s/agent-1", timeout=5)
+                break
+            except httpx.ConnectError:
+                time.sleep(0.05)
+        assert page.status_code == 200 and "Weather in Paris?" in page.text  # read-only store
     finally:
         proc.terminate()
         proc.wait(timeout=10)

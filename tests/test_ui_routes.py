@@ -233,6 +233,11 @@ def test_a_compacted_log_says_where_it_starts(store: memvault.Store) -> None:
     store.compact(keep_events=3)
     html = client(store).get("/s/agent-1").text
     assert "events before version 5 were dropped by compact" in html
+    earlier = html[html.index('<section class="earlier">'):html.index("</section>",
+                                                                    html.index('"earlier"'))]
+    assert "the history just before version 5" in earlier
+    assert re.findall(r'class="msg role-(\w+)( hidden)?"', earlier) == [
+        ("system", " hidden"), ("user", ""), ("assistant", ""), ("tool", "")]
     assert ">v4<" not in html and ">v7<" in html
     assert "VersionNotFoundError" in client(store).get("/s/agent-1/diff?a=v2&b=v7").text
 

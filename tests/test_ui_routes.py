@@ -265,3 +265,14 @@ def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_forged_done_or_undo_link_shows_nothing(store: memvault.Store) -> None:
+    """Only a write of this run reports itself: a crafted link cannot show a fake
+    'done' banner or an undo button that would roll back somewhere else."""
+    seed(store)
+    c = client(store, writes=True)
+    forged = c.get("/s/agent-1?done=rolled+back&undo=rollback%3Agood&sig=00").text
+    assert 'id="done"' not in forged and 'id="undo"' not in forged
+    real = c.post("/s/agent-1/do/rollback", data={"token": TOKEN, "name": "good"})
+    assert 'id="undo"' in real.text

@@ -152,6 +152,11 @@ def test_rollback_shows_the_saved_state_and_undo_restores_it(store: memvault.Sto
     done = c.post("/s/agent-1/do/rollback", data={"token": TOKEN, "name": "good"},
                   headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"})
     assert done.status_code == 200 and "auto:pre-rollback@v7" in done.text
+    saved = re.search(r'id="compare-saved" href="([^"]+)"', done.text)
+    assert saved
+    diff = c.get(saved.group(1).replace("&amp;", "&")).text
+    assert re.search(r'id="hidden-count">1<', diff)  # the answer the rollback hid
+    assert re.search(r'id="added-count">1<', diff)  # the system turn trim had hidden
     assert len(s.history()) == 4
     undo = c.post("/s/agent-1/do/rollback",
                   data={"token": TOKEN, "name": "auto:pre-rollback@v7"})

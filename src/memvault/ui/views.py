@@ -203,7 +203,8 @@ def _runs(entries: list[Entry]) -> list[list[Entry]]:
         e = entry.event
         if e.op not in ("append", "fork"):
             continue
-        if runs and e.op == "append" and runs[-1][-1].event.head_after == e.head_before:
+        previous = runs[-1][-1].event if runs else None
+        if previous and previous.op == e.op == "append" and previous.head_after == e.head_before:
             runs[-1].append(entry)
         else:
             runs.append([entry])

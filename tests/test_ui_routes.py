@@ -212,6 +212,14 @@ def test_timeline_pages_a_long_session(store: memvault.Store) -> None:
         assert pages == 1 or 'id="newer"' in html
     assert pages >= 3
     assert seen == [f"turn {i}-{j}" for i in range(30) for j in range(10)]
+    # ...and 'newer' links from the oldest page lead back, missing nothing.
+    path = re.search(r'id="newer" href="([^"]+)"', html)
+    forward = set(re.findall(r"turn \d+-\d+", html))
+    while path:
+        html = c.get(path.group(1).replace("&amp;", "&")).text
+        forward |= set(re.findall(r"turn \d+-\d+", html))
+        path = re.search(r'id="newer" href="([^"]+)"', html)
+    assert forward == set(seen)
 
 
 def test_only_the_given_host_names_are_served() -> None:

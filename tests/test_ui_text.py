@@ -72,3 +72,14 @@ def test_pages_and_mistakes(tmp_path: Path) -> None:
         assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
     missing = run("--url", url, "show", "nope", "--timeline")
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
+
+
+def test_a_compacted_log_shows_the_history_it_starts_from(tmp_path: Path) -> None:
+    url = seeded(tmp_path)
+    with memvault.open(url) as store:
+        store.compact(keep_events=1)
+    lines = run("--url", url, "show", "agent-1", "--timeline").stdout.splitlines()
+    assert lines[1] == ("(events before version 8 were dropped by compact(keep_events=...); "
+                        "the history just before version 8:)")
+    assert [x.split()[0] for x in lines[2:6]] == ["user", "assistant", "tool", "assistant"]
+    assert lines[6].startswith("v8 ")

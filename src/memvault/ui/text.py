@@ -17,7 +17,7 @@ from rich.text import Text
 
 from memvault.messages import Message
 from memvault.terminal import plural, shown
-from memvault.ui.views import Entry, Timeline
+from memvault.ui.views import Entry, Item, Timeline
 
 ROLE_STYLES = {"user": "bold blue", "assistant": "bold green", "tool": "bold yellow",
                "system": "bold magenta", "developer": "bold magenta"}
@@ -40,25 +40,30 @@ def timeline_lines(sid: str, t: Timeline, render: Callable[[Message], str], *,
     yield styled(Text.assemble((shown(sid), "bold"), f"  version {info.version}, "
                                f"{info.length} visible messages"))
     if t.dropped and t.older is None:
-        yield f"({t.dropped})"
+        yield f"({t.dropped}:)"
+        if t.earlier_more:
+            yield f"      ({plural(t.earlier_more, 'older message')} not shown)"
+        yield from (styled(_message_line(item, render)) for item in t.earlier)
     if t.older is not None:
         yield f"(older events: memvault show {shown(quote(sid))} --timeline --before {t.older})"
     for entry in t.entries:
         yield styled(_event_line(entry))
         if entry.more:
             yield f"      ({plural(entry.more, 'earlier message')} of this event not shown)"
-        for item in entry.items:
-            m = item.message
-            line = Text.assemble(
-                "      ", (f"{m.role:<9}", ROLE_STYLES.get(m.role, "bold")), "  ",
-                render(m), "" if item.visible else "  [hidden]")
-            if m.tool_call_id:
-                line.append(f"  ← result of {shown(m.tool_call_id)}", "dim")
-            for call in m.tool_calls or []:
-                line.append(f"  [{shown(call.id)}]", "dim")
-            if not item.visible:
-                line.stylize("dim strike")
-            yield styled(line)
+        yield from (styled(_message_line(item, render)) for item in entry.items)
+
+
+def _message_line(item: Item, render: Callable[[Message], str]) -> Text:
+    m = item.message
+    line = Text.assemble("      ", (f"{m.role:<9}", ROLE_STYLES.get(m.role, "bold")), "  ",
+                         render(m), "" if item.visible else "  [hidden]")
+    if m.tool_call_id:
+        line.append(f"  ← result of {shown(m.tool_call_id)}", "dim")
+    for call in m.tool_calls or []:
+        line.append(f"  [{shown(call.id)}]", "dim")
+    if not item.visible:
+        line.stylize("dim strike")
+    return line
 
 
 def _event_line(entry: Entry) -> Text:

@@ -57,12 +57,9 @@ class _MemoryTxn:
             s.nodes[n.node] = n
             s.ids.add(n.msg_id)
 
-    def node(self, row: Row, node: int) -> Node:
-        return self._data[row.name].nodes[node]
-
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         nodes, out = self._data[row.name].nodes, list[Node]()
-        while len(out) < count:
+        while len(out) < count and head in nodes:
             out.append(nodes[head])
             head = nodes[head].parent
         return out

@@ -8,6 +8,7 @@ if op == 'history' then
   local count = row.depth - row.base
   if ARGV[3] ~= '' then count = math.min(tonumber(ARGV[3]), count) end
   local bodies, depths = newest(row, count)
+  if not bodies then return {'corrupt', depths, 'chain'} end
   local reply = {}
   for i = 1, count do
     reply[2 * i - 1] = depths[i]
@@ -24,18 +25,21 @@ elseif op == 'log' then
   if not row then return {} end
   return redis.call('LRANGE', LOG, 0, -1)
 elseif op == 'fork_read' then
-  -- What fork copies: {'ok', id, message, ...} oldest first, or {'missing'}.
-  local head, count = 0, 0
-  if row then head, count = row.head, row.depth - row.base end
+  -- What fork copies: {'ok', id, message, ...} oldest first, {'missing'}, or
+  -- {'corrupt', depth, what} where the source's chain is damaged.
+  local head, top, count = 0, 0, 0
+  if row then head, top, count = row.head, row.depth, row.depth - row.base end
   if ARGV[3] ~= '' then
     local snap = row and redis.call('HGET', SNAPS, ARGV[3])
     if not snap then return {'missing'} end
     snap = cjson.decode(snap)
-    head, count = snap[2], snap[5]
+    head, top, count = snap[2], snap[3] + snap[5], snap[5]
   end
-  local bodies, _, ids = messages(head, count, true)
+  local bodies, depths, ids = messages(head, top, count, true)
+  if not bodies then return {'corrupt', depths, 'chain'} end
   local reply = {'ok'}
   for i = 1, count do
+    if not bodies[i] then return {'corrupt', depths[i], 'missing'} end
     reply[2 * i] = ids[i]
     reply[2 * i + 1] = bodies[i]
   end

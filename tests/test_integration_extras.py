@@ -13,6 +13,7 @@ from memvault import ConfigurationError
 @pytest.mark.parametrize(("module", "framework", "extra"), [
     ("memvault.integrations.openai_agents", "agents", "memvault[openai-agents]"),
     ("memvault.integrations.langchain", "langchain_core", "memvault[langchain]"),
+    ("memvault.integrations.langgraph", "langgraph", "memvault[langgraph]"),
 ])
 def test_a_missing_framework_raises_configuration_error_naming_the_extra(
         monkeypatch: pytest.MonkeyPatch, module: str, framework: str, extra: str) -> None:
@@ -28,7 +29,7 @@ def test_a_missing_framework_raises_configuration_error_naming_the_extra(
 
 def test_the_integrations_package_imports_without_any_framework(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    for framework in ("agents", "langchain_core"):
+    for framework in ("agents", "langchain_core", "langgraph"):
         monkeypatch.setitem(sys.modules, framework, None)
     monkeypatch.delitem(sys.modules, "memvault.integrations", raising=False)
     monkeypatch.delitem(sys.modules, "memvault.integrations._common", raising=False)

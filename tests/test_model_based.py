@@ -17,7 +17,7 @@ def test_backend_agrees_with_reference(any_store_url: str) -> None:
 
 def test_model_catches_a_disagreement(tmp_path: Path) -> None:
     """A backend whose pop hides two messages is caught, with the steps printed."""
-    from tests.thirdparty.jsonfile import JsonFileBackend
+    from memvault.examples.jsonfile import JsonFileBackend
 
     class PopsTwice(JsonFileBackend):
         def pop(self, session_id, w):  # type: ignore[no-untyped-def]

@@ -1,12 +1,9 @@
-import functools
-
 import pytest
 
 from memvault.testing import StoreContract
-from tests.thirdparty.jsonfile import JsonFileBackend
 
 
 class TestJsonFileBackend(StoreContract):
     @pytest.fixture
-    def backend_factory(self, tmp_path):
-        return functools.partial(JsonFileBackend, tmp_path / "store.json")
+    def store_url(self, tmp_path):
+        return f"jsonfile://{tmp_path}/store.json"

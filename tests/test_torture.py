@@ -53,6 +53,7 @@ def test_cli_run_with_kills_on_sqlite_is_clean(tmp_path: Path) -> None:
     assert all(op["ok"] > 0 for op in report["operations"].values()), report["operations"]
     assert all(f["count"] == 0 for f in report["findings"].values())
     assert "every acknowledged change is accounted for" in done.stdout
+    assert "(unread): messages hidden by a pop whose outcome was unknown" in done.stdout
     for column in ("lost", "duplicated", "reordered", "torn", "corrupted", "p50 ms", "p99 ms"):
         assert column in done.stdout
     assert Path(report["history_file"]).exists()
@@ -97,6 +98,12 @@ def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
     done, report = torture_cli("--url", "memory://", tmp_path=tmp_path)
     assert done.returncode == 1 and report is None
     assert done.stderr.startswith("error: ConfigurationError") and "Traceback" not in done.stderr
+    # The app's global --url reaches the command too (refused for the same reason,
+    # instead of running on the default SQLite file).
+    done = subprocess.run([sys.executable, "-m", "memvault", "--url", "memory://", "torture"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "private to each process" in done.stderr
+    assert not (tmp_path / "memvault.db").exists()
 
 
 # --- the audit, on one real history altered one violation at a time --------------------

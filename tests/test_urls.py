@@ -83,3 +83,36 @@ def test_redact_hides_passwords() -> None:
     assert redact("sqlite:///x.db") == "sqlite:///x.db"
     store = memvault.open("memory://")
     assert repr(store) == "Store('memory://')"
+
+
+@pytest.mark.parametrize(("url", "backend"), [
+    ("memory://", "the memory store"), ("sqlite:///{tmp}/x.db", "SQLite"),
+    ("redis://127.0.0.1:1/0", "Redis"), ("postgresql://u@127.0.0.1:1/x", "PostgreSQL"),
+])
+def test_one_refusal_for_an_unknown_option(tmp_path: Path, url: str, backend: str) -> None:
+    """Every backend refuses an option it does not take in the same words, before any
+    file or connection is made."""
+    url = url.format(tmp=tmp_path)
+    with pytest.raises(ConfigurationError) as err:
+        memvault.open(url, colour="blue")
+    assert str(err.value).startswith(f"{url}: unsupported option 'colour'; {backend} takes")
+    if backend in ("SQLite", "Redis"):  # the URL's query too (PostgreSQL's goes to libpq)
+        with pytest.raises(ConfigurationError) as err:
+            memvault.open(f"{url}?colour=blue")
+        assert str(err.value).startswith(
+            f"{url}?colour=blue: unsupported option 'colour'; {backend} takes")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_backend_bug_raising_type_error_is_not_called_an_option(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A TypeError from inside a backend is that backend's bug, shown as it is, not
+    an 'unsupported option' (the message is not parsed for the word "argument")."""
+    from memvault.backends import sqlite
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise TypeError("unexpected keyword argument (a bug deep inside)")
+
+    monkeypatch.setattr(sqlite.SqliteBackend, "_migrate", broken)
+    with pytest.raises(TypeError, match="a bug deep inside"):
+        memvault.open(f"sqlite:///{tmp_path}/x.db")

@@ -21,6 +21,7 @@ from memvault.errors import (
     OutcomeUnknownError,
     SnapshotExistsError,
     SnapshotNotFoundError,
+    VersionNotFoundError,
 )
 from memvault.messages import Message, ToolCall
 from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot
@@ -52,6 +53,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "Store",
     "ToolCall",
+    "VersionNotFoundError",
     "open",
     "open_async",
 ]

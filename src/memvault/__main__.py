@@ -1,5 +1,5 @@
 """``python -m memvault``: the same as the ``memvault`` command."""
 
-from memvault.cli import app
+from memvault.cli import main
 
-app(prog_name="memvault")
+main()

@@ -14,7 +14,7 @@ from memvault.backends.base import AsyncBackend
 from memvault.messages import Message, MessageLike
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
 from memvault.store import Options, split_options
-from memvault.urls import open_backend, redact
+from memvault.urls import open_async_backend, redact
 
 
 class AsyncSession:
@@ -34,9 +34,20 @@ class AsyncSession:
         records = self._opts.encode(messages, expect_version)
         return await self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    async def history(self, last: int | None = None) -> list[Message]:
-        stored = await self._backend.history(self.id, self._opts.last(last), self._opts.now())
-        return self._opts.decode(self.id, stored)
+    async def history(self, last: int | None = None, *,
+                      at_version: int | None = None) -> list[Message]:
+        last = self._opts.last(last)
+        if at_version is None:
+            stored = await self._backend.history(self.id, last, self._opts.now())
+            return self._opts.decode(self.id, stored)
+        check_count("at_version", at_version)
+        state = self._opts.state_at(await self.log(), at_version)
+        at = None if state is None else await self._backend.chain(self.id, *state, last,
+                                                                   self._opts.now())
+        if at is None:
+            raise self._opts.version_missing(self.id, at_version, await self.log(),
+                                             await self.info())
+        return self._opts.decode(self.id, at)
 
     async def info(self) -> SessionInfo | None:
         return await self._backend.info(self.id, self._opts.now())
@@ -111,4 +122,4 @@ class AsyncStore:
 def open_async(url: str | None = None, **options: Any) -> AsyncStore:
     """Open a store for asyncio; the same URLs and options as :func:`memvault.open`."""
     opts, backend_options = split_options(url, options)
-    return AsyncStore(open_backend(opts.url, backend_options, asynchronous=True), opts)
+    return AsyncStore(open_async_backend(opts.url, backend_options), opts)

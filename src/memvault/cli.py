@@ -8,61 +8,115 @@ stderr and exit 1; they never print a traceback.
 from __future__ import annotations
 
 import builtins
-import functools
+import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from datetime import datetime
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from typer.core import TyperGroup
 
 import memvault
 from memvault import demo as demo_module
 from memvault import transfer
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
+from memvault.terminal import columns, emit, error, json_line, plural, say, shown
 from memvault.urls import backend_module, redact, resolve
 
+try:  # typer >= 0.29 carries its own copy of click, and raises its exceptions
+    from typer._click import exceptions as click_errors
+except ImportError:  # older typer runs on click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+CUT = 200
+"""Characters of content ``show`` prints per message without ``--full``."""
+
+
+class _Group(TyperGroup):
+    """The command group: every user mistake is one line on stderr and exit code 1."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MemvaultError as exc:
+            error(f"{type(exc).__name__}: {exc}")
+        except KeyboardInterrupt:
+            error("interrupted")
+        raise typer.Exit(1)
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args,
+                                **extra)
+        except click_errors.NoArgsIsHelpError as exc:
+            if exc.ctx is not None:
+                exc.ctx.get_help()  # typer prints it
+            code = 0
+        except click_errors.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx else "memvault"
+            error(f"{where}: {' '.join(exc.format_message().split())} "
+                  f"(see '{where} --help')")
+            code = 1
+        except click_errors.ClickException as exc:
+            error(exc.format_message())
+            code = 1
+        except typer.Abort:
+            error("interrupted")
+            code = 1
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
 app = typer.Typer(
+    cls=_Group,
     help="memvault: durable conversation memory for LLM agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 UrlOption = Annotated[
     str | None,
-    typer.Option("--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."),
+    typer.Option("--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db).")
 ]
-F = TypeVar("F", bound=Callable[..., Any])
+SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON Lines, one record a line.")]
 
 
-def user_errors(fn: F) -> F:
-    """Turn memvault errors into one line on stderr and exit code 1."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except MemvaultError as exc:
-            err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True)
-            raise typer.Exit(1) from None
-
-    return wrapper  # type: ignore[return-value]
+def _version(value: bool) -> None:
+    if value:
+        say(f"memvault {memvault.__version__}")
+        raise typer.Exit()
 
 
 _global_url: list[str | None] = [None]
 
 
 @app.callback()
-def main(url: UrlOption = None) -> None:
+def root(
+    url: UrlOption = None,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
     """memvault: durable conversation memory for LLM agents."""
     _global_url[0] = url
+
+
+def main() -> None:
+    """The ``memvault`` command (Ctrl-C before a command runs is one line too)."""
+    try:
+        app(prog_name="memvault")
+    except KeyboardInterrupt:
+        error("interrupted")
+        sys.exit(1)
 
 
 def store_url(url: str | None) -> str:
@@ -84,6 +138,10 @@ class NoSuchFile(MemvaultError):
     """The file named on the command line cannot be read."""
 
 
+class ConfirmationNeeded(MemvaultError):
+    """A command that deletes data was not confirmed."""
+
+
 def existing(store: memvault.Store, session_id: str) -> memvault.Session:
     s = store.session(session_id)
     if s.info() is None:
@@ -91,142 +149,181 @@ def existing(store: memvault.Store, session_id: str) -> memvault.Session:
     return s
 
 
-def render_message(m: Message) -> str:
+def _when(at: datetime | None, *, ms: bool = False) -> str:
+    if at is None:
+        return "-"
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if ms else at.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _record(obj: Any) -> dict[str, Any]:
+    """A SessionInfo, Event or Snapshot as JSON values (datetimes in ISO 8601)."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v
+            for k, v in dataclasses.asdict(obj).items()}
+
+
+def render_message(m: Message, *, full: bool) -> str:
+    """A message's content (and tool calls) on one line, cut at ``CUT`` characters
+    unless ``full`` (which also keeps newlines)."""
     if m.tool_calls:
         calls = ", ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
         text = f"{m.content} " if m.content else ""
-        return f"{text}→ calls {calls}"
-    if isinstance(m.content, str):
-        return m.content
-    return json.dumps(m.content, ensure_ascii=False)
+        text = f"{text}→ calls {calls}"
+    elif isinstance(m.content, str):
+        text = m.content
+    else:
+        text = json.dumps(m.content, ensure_ascii=False)
+    if full:
+        return shown(text, newlines=True)
+    if len(text) > CUT:
+        return f"{shown(text[:CUT])}… (+{len(text) - CUT:,} characters; --full shows all)"
+    return shown(text)
 
 
-def print_history(messages: list[Message], title: str) -> None:
-    table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("role", style="bold")
-    table.add_column("content", overflow="fold")
-    for i, m in enumerate(messages, 1):
-        table.add_row(str(i), m.role, render_message(m))
-    out.print(table)
+def history_lines(messages: list[Message], first: int, *, full: bool) -> Iterator[str]:
+    """``#  role  content`` lines; ``first`` is the position of ``messages[0]``."""
+    width = max(len(str(first + len(messages) - 1)), 1)
+    yield f"{'#':>{width}}  {'role':<9}  content"
+    indent = " " * (width + 13)
+    for i, m in enumerate(messages, first):
+        text = render_message(m, full=full).replace("\n", f"\n{indent}")
+        yield f"{i:>{width}}  {m.role:<9}  {text}"
 
 
-def print_log(s: memvault.Session) -> None:
-    table = Table(title=f"event log of {s.id!r}", title_justify="left")
-    for column in ("version", "at (UTC)", "writer", "op", "detail"):
-        table.add_column(column)
-    for e in s.log():
-        detail = ", ".join(f"{k}={v}" for k, v in e.detail.items())
-        table.add_row(str(e.version), e.at.strftime("%H:%M:%S.%f")[:-3], e.writer, e.op, detail)
-    out.print(table)
+def log_lines(s: memvault.Session) -> Iterator[str]:
+    rows = ([str(e.version), _when(e.at, ms=True), e.writer, e.op,
+             ", ".join(f"{k}={v}" for k, v in e.detail.items())] for e in s.log())
+    return columns(["version", "at (UTC)", "writer", "op", "detail"], rows)
 
 
-def print_snapshots(s: memvault.Session) -> None:
-    table = Table(title=f"snapshots of {s.id!r}", title_justify="left")
-    for column in ("name", "version", "messages", "created (UTC)"):
-        table.add_column(column)
-    for snap in s.snapshots():
-        table.add_row(snap.name, str(snap.version), str(snap.length),
-                      snap.created_at.strftime("%Y-%m-%d %H:%M:%S"))
-    out.print(table)
+def snapshot_lines(s: memvault.Session) -> Iterator[str]:
+    rows = ([x.name, str(x.version), str(x.length), _when(x.created_at)] for x in s.snapshots())
+    return columns(["name", "version", "messages", "created (UTC)"], rows)
 
 
 @app.command()
-@user_errors
 def demo(url: UrlOption = None) -> None:
     """Run a scripted two-process agent conversation and print its timeline."""
     url = store_url(url)
+    if getattr(backend_module(url), "PROCESS_LOCAL", False):
+        raise ConfigurationError(
+            f"the demo runs two processes on one store, and {redact(url)} is private to each "
+            "process: use a file or a server (e.g. --url sqlite:///demo.db)")
     with opened(url) as store:
-        store.session(demo_module.SESSION).delete()
-    out.print(f"[bold]memvault demo[/bold] on {redact(url)}, session {demo_module.SESSION!r}\n")
-    out.print("1. process agent-1 answers a weather question with a tool call, "
-              "then saves snapshot 'after-weather'")
+        if store.session(demo_module.SESSION).delete():
+            say(f"replaced the session {demo_module.SESSION!r} left by an earlier demo")
+    say(f"memvault demo on {redact(url)}, session {demo_module.SESSION!r}\n")
+    say("1. process agent-1 answers a weather question with a tool call, "
+        "then saves snapshot 'after-weather'")
     demo_module.run_in_process(demo_module.agent_one, url)
-    out.print("2. process agent-2 gets a broken tool result (502), rolls back to "
-              "'after-weather' and answers again")
+    say("2. process agent-2 gets a broken tool result (502), rolls back to "
+        "'after-weather' and answers again")
     demo_module.run_in_process(demo_module.agent_two, url)
-    out.print("3. this process reads the store as a third process would\n")
+    say("3. this process reads the store as a third process would\n")
     with opened(url) as store:
         s = store.session(demo_module.SESSION)
-        print_history(s.history(), "history: the broken tool result is gone")
-        print_snapshots(s)
-        print_log(s)
+        say("history: the broken tool result is gone")
+        emit(history_lines(s.history(), 1, full=False))
+        say("\nsnapshots")
+        emit(snapshot_lines(s))
+        say("\nevent log")
+        emit(log_lines(s))
         undo = [x.name for x in s.snapshots() if x.auto]
-        out.print(f"\nNothing was deleted: the rolled-back turns are kept in {undo[0]!r}; "
-                  f"undo with: memvault rollback {demo_module.SESSION} '{undo[0]}'")
+        say(f"\nNothing was deleted: the rolled-back turns are kept in {undo[0]!r}; "
+            f"undo with: memvault rollback {demo_module.SESSION} '{undo[0]}'")
 
 
 @app.command()
-@user_errors
-def sessions(url: UrlOption = None) -> None:
+def sessions(url: UrlOption = None, as_json: JsonOption = False) -> None:
     """List the live sessions."""
     with opened(url) as store:
-        table = Table()
-        for column in ("session", "version", "messages", "updated (UTC)", "expires (UTC)"):
-            table.add_column(column)
-        for sid in store.sessions():
-            info = store.session(sid).info()
-            if info is not None:
-                expires = info.expires_at.strftime("%Y-%m-%d %H:%M:%S") if info.expires_at else "-"
-                table.add_row(sid, str(info.version), str(info.length),
-                              info.updated_at.strftime("%Y-%m-%d %H:%M:%S"), expires)
-        out.print(table)
+        infos = (info for info in map(lambda sid: store.session(sid).info(), store.sessions())
+                 if info is not None)
+        if as_json:
+            emit(json_line(_record(i)) for i in infos)
+            return
+        emit(columns(["session", "version", "messages", "updated (UTC)", "expires (UTC)"],
+                     ([i.session_id, str(i.version), str(i.length), _when(i.updated_at),
+                       _when(i.expires_at)] for i in infos)))
 
 
 @app.command()
-@user_errors
 def show(
-    session: str,
+    session: SessionArg,
     last: Annotated[int | None, typer.Option(min=0, help="Only the newest N messages.")] = None,
+    full: Annotated[bool, typer.Option(
+        "--full", help=f"Show long content whole (default: cut at {CUT} characters).")] = False,
+    as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
-    """Print a session's history, oldest first."""
+    """Print a session's history, oldest first, with each message's position."""
     with opened(url) as store:
-        s = existing(store, session)
-        print_history(s.history(last=last), f"history of {session!r}")
+        s = store.session(session)
+        messages = s.history(last=last)
+        info = s.info()
+        if info is None:
+            existing(store, session)
+        first = (info.length if info else 0) - len(messages) + 1
+        if as_json:
+            emit(json_line({"position": i, "message": m.model_dump(mode="json")})
+                 for i, m in enumerate(messages, first))
+        else:
+            emit(history_lines(messages, first, full=full))
 
 
 @app.command()
-@user_errors
-def log(session: str, url: UrlOption = None) -> None:
+def log(session: SessionArg, as_json: JsonOption = False, url: UrlOption = None) -> None:
     """Print a session's operation log: who changed what, and when."""
     with opened(url) as store:
-        print_log(existing(store, session))
+        s = existing(store, session)
+        emit(json_line(_record(e)) for e in s.log()) if as_json else emit(log_lines(s))
 
 
 @app.command()
-@user_errors
-def snapshots(session: str, url: UrlOption = None) -> None:
+def snapshots(session: SessionArg, as_json: JsonOption = False, url: UrlOption = None) -> None:
     """List a session's snapshots."""
     with opened(url) as store:
-        print_snapshots(existing(store, session))
+        s = existing(store, session)
+        emit(json_line(_record(x)) for x in s.snapshots()) if as_json \
+            else emit(snapshot_lines(s))
 
 
 @app.command()
-@user_errors
-def rollback(session: str, name: str, url: UrlOption = None) -> None:
+def rollback(
+    session: SessionArg,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The snapshot to restore.")],
+    url: UrlOption = None,
+) -> None:
     """Restore snapshot NAME; the replaced state is saved as an auto snapshot."""
     with opened(url) as store:
         saved = existing(store, session).rollback(name)
-        out.print(f"rolled back {session!r} to {name!r}; the replaced state is saved as "
-                  f"{saved.name!r}")
+        say(f"rolled back {session!r} to {name!r}; the replaced state is saved as "
+            f"{saved.name!r}")
 
 
 @app.command()
-@user_errors
 def compact(
     keep_events: Annotated[int | None, typer.Option(min=0, help="Events kept per session.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     url: UrlOption = None,
 ) -> None:
-    """Delete expired sessions and messages nothing reaches any more."""
-    with opened(url) as store:
+    """Delete expired sessions, and messages nothing reaches any more, for good.
+
+    Asks first on a terminal; elsewhere (scripts, cron) it needs --yes.
+    """
+    target = store_url(url)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise ConfirmationNeeded("compact deletes data for good: pass --yes to confirm")
+        if not typer.confirm(f"Delete expired sessions and unreachable messages in "
+                             f"{shown(redact(target))} for good?"):
+            raise ConfirmationNeeded("nothing deleted")
+    with opened(target) as store:
         stats = store.compact(keep_events=keep_events)
-        out.print(f"removed {stats.nodes} messages, {stats.events} events, "
-                  f"{stats.sessions} expired sessions")
+        say(f"removed {plural(stats.nodes, 'message')}, {plural(stats.events, 'event')}, "
+            f"{plural(stats.sessions, 'expired session')}")
 
 
 @app.command()
-@user_errors
 def migrate(
     url: UrlOption = None,
     schema: Annotated[str | None, typer.Option(
@@ -243,24 +340,23 @@ def migrate(
     if hasattr(module, "migrate"):
         result = module.migrate(target, schema=schema)
         if result.before == result.after:
-            out.print(f"{redact(target)}: schema {result.schema!r} is up to date "
-                      f"(version {result.after})")
+            say(f"{redact(target)}: schema {result.schema!r} is up to date "
+                f"(version {result.after})")
         else:
-            out.print(f"{redact(target)}: schema {result.schema!r} migrated from version "
-                      f"{result.before} to {result.after}")
+            say(f"{redact(target)}: schema {result.schema!r} migrated from version "
+                f"{result.before} to {result.after}")
         return
     if schema is not None:
         raise ConfigurationError(f"--schema applies to PostgreSQL only, not {redact(target)!r}")
     memvault.open(target).close()
-    out.print(f"{redact(target)}: schema is up to date (applied when a store is opened)")
-
+    say(f"{redact(target)}: schema is up to date (applied when a store is opened)")
 
 
 @app.command("export")
-@user_errors
 def export_(
     session: Annotated[list[str] | None, typer.Argument(
-        help="Sessions to export (default: every live session).")] = None,
+        metavar="[SESSION]...", help="Sessions to export (default: every live session).")
+    ] = None,
     url: UrlOption = None,
 ) -> None:
     """Write sessions as JSONL to stdout: messages, user snapshots, visible history."""
@@ -272,21 +368,25 @@ def export_(
 
 
 @app.command("import")
-@user_errors
 def import_(
-    file: Annotated[str, typer.Argument(help="A JSONL export; '-' reads stdin.")],
+    file: Annotated[str, typer.Argument(metavar="FILE", help="A JSONL export; '-' reads stdin.")],
     url: UrlOption = None,
 ) -> None:
-    """Load an export into the store; nothing is written if any session exists already."""
+    """Load an export into the store, all or nothing: nothing is written if the file is
+    damaged or any session exists already, and a failed import leaves nothing behind."""
     try:
-        with sys.stdin if file == "-" else builtins.open(file, encoding="utf-8") as lines:
-            with opened(url) as store:
-                imported = transfer.import_sessions(store, lines)
+        with sys.stdin.buffer if file == "-" else builtins.open(file, "rb") as raw:
+            with opened(url) as store:  # decoded line by line: errors name their line
+                imported = transfer.import_sessions(store, (b.decode("utf-8") for b in raw))
     except OSError as exc:
         raise NoSuchFile(f"cannot read {file!r}: {exc.strerror}") from exc
-    out.print(f"imported {len(imported)} sessions: {', '.join(map(repr, imported))}")
+    say(f"imported {plural(len(imported), 'session')}: {', '.join(map(repr, imported))}")
 
 
 from memvault import torture  # noqa: E402 - registers its command on the app above
 
 torture.register(app)
+
+from memvault.ui import command as ui_command  # noqa: E402 - registers `memvault ui`
+
+ui_command.register(app)

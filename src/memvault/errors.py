@@ -13,6 +13,8 @@ Every error memvault raises is a :class:`MemvaultError`::
     ├── DuplicateMessageError     a batch mixing stored and new message ids, or repeating one
     ├── SnapshotNotFoundError     rollback/fork to a snapshot that does not exist
     ├── SnapshotExistsError       snapshot() with a name already taken
+    ├── VersionNotFoundError      history(at_version=N): no such version, or compact
+    │                             dropped its event
     ├── CorruptRecordError        stored data that cannot be decoded; names session and depth
     └── BackendError              the backend failed; the driver's error is __cause__
         ├── BackendUnavailableError   nothing was applied (e.g. connection refused)
@@ -59,6 +61,11 @@ class SnapshotExistsError(MemvaultError):
     """A snapshot of that name already exists; snapshots are never overwritten."""
 
 
+class VersionNotFoundError(MemvaultError, LookupError):
+    """``history(at_version=N)``: the session never reached version N, or
+    ``compact(keep_events=...)`` dropped the event that recorded it."""
+
+
 class CorruptRecordError(MemvaultError):
     """A stored record could not be decoded.
 
@@ -93,6 +100,44 @@ class OutcomeUnknownError(BackendError):
     """
 
 
+# The texts of the errors an operation raises, built here so that every backend (the
+# Python engine, the Redis scripts' and the PostgreSQL functions' translations) says
+# the same thing in the same words.
+
+
+def version_conflict(session_id: str, current: int, expected: int) -> ConflictError:
+    """``expect_version`` did not match."""
+    return ConflictError(f"session {session_id!r} is at version {current}, expected {expected}")
+
+
+def session_exists(session_id: str) -> ConflictError:
+    """A fork onto a live session."""
+    return ConflictError(f"session {session_id!r} already exists")
+
+
+def duplicate_ids(session_id: str, stored: int, total: int, example: str) -> DuplicateMessageError:
+    """A batch mixing stored and new ids; ``example`` is the smallest stored id."""
+    return DuplicateMessageError(
+        f"session {session_id!r}: {stored} of {total} message ids are already stored "
+        f"(e.g. {example!r}); nothing was written"
+    )
+
+
+def snapshot_exists(session_id: str, name: str) -> SnapshotExistsError:
+    """A snapshot name already taken in the session."""
+    return SnapshotExistsError(f"session {session_id!r} already has snapshot {name!r}")
+
+
+def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
+    """No snapshot of that name in the session."""
+    return SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")
+
+
+def message_missing(session_id: str, depth: int) -> CorruptRecordError:
+    """A node the session's pointers reach is not stored."""
+    return CorruptRecordError(session_id, depth, "the message is missing")
+
+
 __all__ = [
     "BackendError",
     "BackendUnavailableError",
@@ -106,4 +151,5 @@ __all__ = [
     "OutcomeUnknownError",
     "SnapshotExistsError",
     "SnapshotNotFoundError",
+    "VersionNotFoundError",
 ]

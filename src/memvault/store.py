@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.base import Backend, Stored, Write
-from memvault.errors import ConfigurationError
+from memvault.errors import ConfigurationError, VersionNotFoundError
 from memvault.messages import (
     Message,
     MessageLike,
@@ -92,6 +92,31 @@ class Options:
     def snapshot_name(self, name: str, *, user: bool = True) -> str:
         return self.limits.snapshot_name(name, user=user)
 
+    @staticmethod
+    def state_at(events: list[Event], version: int) -> tuple[int, int] | None:
+        """The ``(head, base)`` right after ``version``, from the event log; None if no
+        kept event records it. Version 0 is the empty history before the first write."""
+        if version == 0:
+            return 0, 0
+        for event in reversed(events):  # a snapshot's event repeats its version: same state
+            if event.version == version:
+                return event.head_after, event.base_after
+        return None
+
+    @staticmethod
+    def version_missing(session_id: str, version: int, events: list[Event],
+                        info: SessionInfo | None) -> VersionNotFoundError:
+        """Why ``history(at_version=version)`` has nothing to show."""
+        current = info.version if info else 0
+        if version > current:
+            return VersionNotFoundError(
+                f"session {session_id!r} is at version {current}; version {version} "
+                "does not exist")
+        oldest = f"the oldest kept is {events[0].version}" if events else "none is kept"
+        return VersionNotFoundError(
+            f"session {session_id!r}: version {version} is no longer in the event log "
+            f"(compact(keep_events=...) dropped it; {oldest})")
+
 
 def split_options(url: str | None, options: dict[str, Any]) -> tuple[Options, dict[str, Any]]:
     """Separate the handle's options from the backend's."""
@@ -136,14 +161,33 @@ class Session:
         records = self._opts.encode(messages, expect_version)
         return self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    def history(self, last: int | None = None) -> list[Message]:
+    def history(self, last: int | None = None, *,
+                at_version: int | None = None) -> list[Message]:
         """The visible messages, oldest first; ``last=N`` reads only the newest N.
+
+        Args:
+            last: read only the newest ``last`` messages.
+            at_version: the history as it was right after version ``at_version``
+                (0: empty), rebuilt from the event log's pointers; hidden messages
+                are never destroyed, so any logged version can be shown.
 
         Raises:
             CorruptRecordError: a stored message cannot be decoded.
+            VersionNotFoundError: the session never reached ``at_version``, or
+                ``compact(keep_events=...)`` dropped its event.
         """
-        return self._opts.decode(self.id, self._backend.history(self.id, self._opts.last(last),
-                                                                 self._opts.now()))
+        last = self._opts.last(last)
+        if at_version is None:
+            return self._opts.decode(self.id, self._backend.history(self.id, last,
+                                                                     self._opts.now()))
+        check_count("at_version", at_version)
+        events = self.log()
+        state = self._opts.state_at(events, at_version)
+        stored = None if state is None else self._backend.chain(self.id, *state, last,
+                                                                self._opts.now())
+        if stored is None:
+            raise self._opts.version_missing(self.id, at_version, self.log(), self.info())
+        return self._opts.decode(self.id, stored)
 
     def info(self) -> SessionInfo | None:
         """The session's version, length and timestamps; None if it does not exist."""
@@ -265,7 +309,7 @@ def open(url: str | None = None, **options: Any) -> Store:  # noqa: A001 - the p
         ConfigurationError: bad URL or option, or a missing optional dependency.
     """
     opts, backend_options = split_options(url, options)
-    return Store(open_backend(opts.url, backend_options, asynchronous=False), opts)
+    return Store(open_backend(opts.url, backend_options), opts)
 
 
 __all__ = ["Options", "Session", "Store", "open"]

@@ -1,19 +1,35 @@
-"""Store URLs to backends. Backend modules are imported lazily, so a missing
-optional dependency fails only when its scheme is used, naming the extra."""
+"""Store URLs to backends: the registry of URL schemes.
+
+A scheme names a backend: a module (or any object) with ``open_backend(url, **options)``
+returning a :class:`~memvault.backends.base.Backend`, and ``open_async_backend`` when its
+driver has a native async client (otherwise the async face runs the sync backend on
+worker threads). memvault's own schemes and those other packages register under the
+``memvault.backends`` entry-point group sit in one table::
+
+    [project.entry-points."memvault.backends"]
+    jsonfile = "memvault.examples.jsonfile"
+
+The table is read, and a backend imported, only when a URL names it, so a missing
+optional dependency fails only when its scheme is used, naming the extra to install.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
-from typing import Any
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, cast
 
+from memvault.backends.base import AsyncBackend, Backend, ThreadedAsyncBackend
+from memvault.backends.url import redact
 from memvault.errors import ConfigurationError
 
 DEFAULT_URL = "sqlite:///memvault.db"
+ENTRY_POINT_GROUP = "memvault.backends"
 
-# scheme -> (backend module, extra that installs its driver)
-SCHEMES: dict[str, tuple[str, str | None]] = {
+# memvault's own schemes: scheme -> (backend module, extra that installs its driver).
+# Another package cannot take one of these over.
+BUILTIN: dict[str, tuple[str, str | None]] = {
     "memory": ("memvault.backends.memory", None),
     "sqlite": ("memvault.backends.sqlite", None),
     "redis": ("memvault.backends.redis", "redis"),
@@ -33,63 +49,45 @@ def resolve(url: str | None) -> str:
     return url
 
 
-# user:password@ right after a "//". The password runs to the last "@" before the next
-# "/": an unencoded "#", "?" or "@" in it still ends up hidden. Matched by hand: urlsplit
-# finds no password when the scheme is not a valid one ("://u:pw@h", "bäd://u:pw@h")
-# and raises on a bad host ("[bad"), yet such strings end up in errors.
-_USERINFO = re.compile(r"^(?P<head>.*?//[^/?#:@]*):[^/]*@", re.DOTALL)
-# A password given as a query parameter (libpq's ?password=, sslpassword=, ...), up to
-# the next "&" ("#" included: unencoded, it may be part of the password).
-_QUERY_PASSWORD = re.compile(r"(?P<name>[?&][^=&]*password=)[^&]*", re.IGNORECASE)
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for errors, logs and repr): the
-    one in ``user:password@`` and any query parameter whose name ends in
-    ``password``."""
-    url = _USERINFO.sub(r"\g<head>:***@", url, count=1)
-    return _QUERY_PASSWORD.sub(r"\g<name>***", url)
-
-
-def open_backend(url: str, options: dict[str, Any], *, asynchronous: bool) -> Any:
-    """Open the backend ``url`` names.
-
-    A backend module has ``open_backend(url, **options)``, and
-    ``open_async_backend`` when its driver has a native async client; otherwise its
-    async face runs the sync backend on worker threads.
-    """
-    module = backend_module(url)
-    if not asynchronous:
-        return module.open_backend(url, **options)
-    if hasattr(module, "open_async_backend"):
-        return module.open_async_backend(url, **options)
-    from memvault.backends.base import ThreadedAsyncBackend
-
-    return ThreadedAsyncBackend(module.open_backend(url, **options))
+def schemes() -> dict[str, EntryPoint]:
+    """Every scheme a URL may name, memvault's own and the registered ones."""
+    table = {ep.name.lower(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    table.update({scheme: EntryPoint(scheme, module, ENTRY_POINT_GROUP)
+                  for scheme, (module, _) in BUILTIN.items()})
+    return table
 
 
 def backend_module(url: str) -> Any:
-    """The module implementing the backend ``url`` names (imported on first use)."""
+    """What implements the backend ``url`` names (imported on first use): an object
+    with ``open_backend`` and maybe ``open_async_backend``."""
     match = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", url)
     scheme = match.group(1).lower() if match else ""
-    if scheme not in SCHEMES:
-        known = ", ".join(f"{s}://" for s in SCHEMES)
+    table = schemes()
+    if scheme not in table:
+        known = ", ".join(f"{s}://" for s in table)
         raise ConfigurationError(f"unknown store URL {redact(url)!r}: the schemes are {known}")
-    module, extra = SCHEMES[scheme]
     try:
-        return importlib.import_module(module)
+        return table[scheme].load()
     except ImportError as exc:
+        extra = BUILTIN[scheme][1] if scheme in BUILTIN else None
+        install = f"pip install 'memvault[{extra}]'" if extra else \
+            f"the backend registered as {table[scheme].value!r} cannot be imported"
         raise ConfigurationError(
-            f"{scheme}:// needs an optional dependency ({exc.name}): "
-            f"pip install 'memvault[{extra}]'"
-        ) from exc
+            f"{scheme}:// needs an optional dependency ({exc.name}): {install}") from exc
 
 
-def call_with_options(factory: Any, url: str, *args: Any, **options: Any) -> Any:
-    """Call a backend factory, turning an unknown keyword into a ConfigurationError."""
-    try:
-        return factory(*args, **options)
-    except TypeError as exc:
-        if "argument" not in str(exc):
-            raise
-        raise ConfigurationError(f"{redact(url)}: unsupported option ({exc})") from exc
+def open_backend(url: str, options: dict[str, Any]) -> Backend:
+    """Open the backend ``url`` names, for the sync API."""
+    return cast(Backend, backend_module(url).open_backend(url, **options))
+
+
+def open_async_backend(url: str, options: dict[str, Any]) -> AsyncBackend:
+    """Open the backend ``url`` names, for the async API."""
+    module = backend_module(url)
+    if hasattr(module, "open_async_backend"):
+        return cast(AsyncBackend, module.open_async_backend(url, **options))
+    return ThreadedAsyncBackend(module.open_backend(url, **options))
+
+
+__all__ = ["DEFAULT_URL", "backend_module", "open_async_backend", "open_backend", "redact",
+           "resolve", "schemes"]

@@ -9,10 +9,9 @@ oldest first; the facade decodes them.
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from memvault.messages import Record
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot
@@ -35,12 +34,20 @@ class Write:
 
 
 class Backend(Protocol):
-    """The synchronous backend protocol (see the design's operation table)."""
+    """The synchronous backend protocol (see the design's operation table).
+
+    ``chain`` reads any state the event log points to: the messages of the chain
+    ending at node ``head`` with depth above ``base`` (the newest ``last`` of them;
+    None: all), oldest first, like ``history``. Node 0 and a session that is not
+    live give ``[]``; a ``head`` that is not stored (compacted away) gives None.
+    """
 
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int: ...
     def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None: ...
     def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     def pop(self, session_id: str, w: Write) -> Stored | None: ...
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
@@ -62,6 +69,8 @@ class AsyncBackend(Protocol):
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int: ...
     async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None: ...
     async def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     async def pop(self, session_id: str, w: Write) -> Stored | None: ...
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
@@ -83,13 +92,53 @@ class ThreadedAsyncBackend:
     """
 
     def __init__(self, backend: Backend) -> None:
-        self._backend = backend
+        self.backend = backend
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._backend, name)
+    async def append(
+        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+    ) -> int:
+        return await asyncio.to_thread(self.backend.append, session_id, records,
+                                       expect_version, w)
 
-        @functools.wraps(method)
-        async def call(*args: Any) -> Any:
-            return await asyncio.to_thread(method, *args)
+    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+        return await asyncio.to_thread(self.backend.history, session_id, last, now)
 
-        return call
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await asyncio.to_thread(self.backend.chain, session_id, head, base, last, now)
+
+    async def info(self, session_id: str, now: float) -> SessionInfo | None:
+        return await asyncio.to_thread(self.backend.info, session_id, now)
+
+    async def pop(self, session_id: str, w: Write) -> Stored | None:
+        return await asyncio.to_thread(self.backend.pop, session_id, w)
+
+    async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
+        return await asyncio.to_thread(self.backend.trim, session_id, keep_last, op, w)
+
+    async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return await asyncio.to_thread(self.backend.snapshot, session_id, name, w)
+
+    async def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
+        return await asyncio.to_thread(self.backend.snapshots, session_id, now)
+
+    async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
+        return await asyncio.to_thread(self.backend.rollback, session_id, name, w)
+
+    async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
+        await asyncio.to_thread(self.backend.fork, session_id, new_id, at, w)
+
+    async def log(self, session_id: str, now: float) -> list[Event]:
+        return await asyncio.to_thread(self.backend.log, session_id, now)
+
+    async def delete(self, session_id: str, now: float) -> bool:
+        return await asyncio.to_thread(self.backend.delete, session_id, now)
+
+    async def sessions(self, now: float) -> list[str]:
+        return await asyncio.to_thread(self.backend.sessions, now)
+
+    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
+        return await asyncio.to_thread(self.backend.compact, keep_events, now)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.backend.close)

@@ -17,41 +17,15 @@ from typing import Protocol, TypeVar
 
 from memvault.backends.base import Stored, Write
 from memvault.errors import (
-    ConflictError,
     CorruptRecordError,
-    DuplicateMessageError,
-    SnapshotExistsError,
-    SnapshotNotFoundError,
+    duplicate_ids,
+    session_exists,
+    snapshot_exists,
+    snapshot_missing,
+    version_conflict,
 )
 from memvault.messages import Record, decode_message
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
-
-
-def version_conflict(session_id: str, current: int, expected: int) -> ConflictError:
-    """``expect_version`` did not match."""
-    return ConflictError(f"session {session_id!r} is at version {current}, expected {expected}")
-
-
-def session_exists(session_id: str) -> ConflictError:
-    """A fork onto a live session."""
-    return ConflictError(f"session {session_id!r} already exists")
-
-
-def duplicate_ids(session_id: str, stored: int, total: int, example: str) -> DuplicateMessageError:
-    """A batch mixing stored and new ids; ``example`` is the smallest stored id."""
-    return DuplicateMessageError(
-        f"session {session_id!r}: {stored} of {total} message ids are already stored "
-        f"(e.g. {example!r}); nothing was written"
-    )
-
-
-def snapshot_exists(session_id: str, name: str) -> SnapshotExistsError:
-    return SnapshotExistsError(f"session {session_id!r} already has snapshot {name!r}")
-
-
-def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
-    return SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")
-
 
 BROKEN_CHAIN = "the chain is broken here (a message is missing or linked to the wrong parent)"
 T = TypeVar("T")
@@ -94,8 +68,19 @@ def json_object(text: str | bytes) -> dict[str, object]:
 
 @dataclass
 class Row:
-    """A session's state as stored. ``head`` 0 means no message; ``key`` is the
-    backend's own handle for the session."""
+    """A session's state as stored; the engine changes it and hands it to
+    :meth:`Txn.save`.
+
+    Attributes:
+        key: the backend's own handle for the session (a rowid, the name...).
+        name: the session id.
+        head: the newest node of the chain; 0 when the session has no message.
+        depth: the head's depth (0 with no message).
+        base: the trim floor: nodes at ``depth <= base`` are hidden.
+        version: +1 on every change to the visible history.
+        next_node: the id the next inserted node gets (node ids grow per session).
+        created_at / updated_at / expires_at: epoch seconds (``expires_at`` None: never).
+    """
 
     key: int | str
     name: str
@@ -118,7 +103,15 @@ class Row:
 
 @dataclass(frozen=True)
 class Node:
-    """One stored message: immutable once written."""
+    """One stored message: immutable once written.
+
+    Attributes:
+        node: its id within the session.
+        parent: the previous node's id (0 for the first message).
+        depth: the parent's depth + 1 (1 for the first message).
+        msg_id: the message's id (idempotent appends match on it).
+        body: the encoded message, stored and returned unchanged.
+    """
 
     node: int
     parent: int
@@ -128,27 +121,91 @@ class Node:
 
 
 class Txn(Protocol):
-    """Storage primitives, called inside one transaction."""
+    """The storage primitives a backend provides to :class:`Engine`.
 
-    def load(self, name: str) -> Row | None: ...
-    def create(self, name: str, now: float) -> Row: ...
-    def save(self, row: Row) -> None: ...
-    def purge(self, row: Row) -> int: ...
-    def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]: ...
-    def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None: ...
-    def chain(self, row: Row, head: int, count: int) -> list[Node]:
-        """At most ``count`` nodes from ``head`` back, newest first, stopping early at a
-        missing node (the engine checks what came back)."""
+    Every call happens inside one transaction (:meth:`Engine.transaction`), so a
+    primitive never has to be atomic on its own: the engine checks everything
+    before its first write, and a transaction whose operation raised must leave no
+    trace (roll back, or simply not write). ``row`` is always one :meth:`load` or
+    :meth:`create` returned in the same transaction; a primitive finds the session's
+    data through ``row.key``.
+    """
+
+    def load(self, name: str) -> Row | None:
+        """The stored state of session ``name``, expired or not; None if there is none."""
         ...
-    def add_event(self, row: Row, event: Event) -> None: ...
-    def events(self, row: Row) -> list[Event]: ...
-    def drop_events(self, row: Row, keep_last: int) -> int: ...
-    def get_snapshot(self, row: Row, name: str) -> Snapshot | None: ...
-    def put_snapshot(self, row: Row, snapshot: Snapshot) -> None: ...
-    def snapshots(self, row: Row) -> list[Snapshot]: ...
-    def rows(self) -> list[Row]: ...
-    def links(self, row: Row) -> dict[int, tuple[int, int]]: ...
-    def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None: ...
+
+    def create(self, name: str, now: float) -> Row:
+        """Store a new, empty session ``name`` (head 0, version 0, next node 1, created
+        and updated at ``now``, no expiry) and return its row, with the backend's own
+        ``key``. Called only when no row of that name is stored."""
+        ...
+
+    def save(self, row: Row) -> None:
+        """Store ``row``'s pointers, counters and times (everything but its name and key)."""
+        ...
+
+    def purge(self, row: Row) -> int:
+        """Delete the session physically: its row, nodes, snapshots and events.
+        Returns how many nodes were deleted."""
+        ...
+
+    def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are message ids of nodes stored in the session (visible or not)."""
+        ...
+
+    def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
+        """Store new nodes, oldest first (the engine has already moved ``row``'s head)."""
+        ...
+
+    def node(self, row: Row, node: int) -> Node | None:
+        """Node ``node`` of the session; None if it is not stored."""
+        ...
+
+    def chain(self, row: Row, head: int, count: int) -> list[Node]:
+        """At most ``count`` nodes from ``head`` back along their parents, newest first
+        (``head`` itself first), stopping early at a node that is not stored. The
+        engine asks only for nodes the session's pointers reach and checks what came
+        back, so a missing or misplaced node is corruption, never a shorter history."""
+        ...
+
+    def add_event(self, row: Row, event: Event) -> None:
+        """Append ``event`` to the session's operation log."""
+        ...
+
+    def events(self, row: Row) -> list[Event]:
+        """The session's operation log, oldest first, in the order they were added."""
+        ...
+
+    def drop_events(self, row: Row, keep_last: int) -> int:
+        """Delete all but the newest ``keep_last`` events; returns how many were deleted."""
+        ...
+
+    def get_snapshot(self, row: Row, name: str) -> Snapshot | None:
+        """The session's snapshot ``name``; None if there is none."""
+        ...
+
+    def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
+        """Store a new snapshot (the engine has checked that its name is free)."""
+        ...
+
+    def snapshots(self, row: Row) -> list[Snapshot]:
+        """The session's snapshots, in the order they were taken."""
+        ...
+
+    def rows(self) -> list[Row]:
+        """Every stored session's row, expired ones included (``sessions`` and
+        ``compact`` filter them)."""
+        ...
+
+    def links(self, row: Row) -> dict[int, tuple[int, int]]:
+        """Every stored node of the session: node -> (parent, depth). ``compact`` walks
+        it to find what no pointer reaches."""
+        ...
+
+    def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
+        """Delete these nodes of the session (none of them is reachable any more)."""
+        ...
 
 
 class Engine:
@@ -232,9 +289,18 @@ class Engine:
             row = self._live(txn, session_id, now)
             if row is None:
                 return []
-            count = row.length if last is None else min(last, row.length)
-            nodes = self._chain(txn, row, row.head, row.depth, count)
-            return [(n.depth, n.body) for n in reversed(nodes)]
+            return _read(txn, row, row.head, row.depth, row.length, last)
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        with self.transaction(False) as txn:
+            row = self._live(txn, session_id, now)
+            if row is None or head == 0:
+                return []
+            top = txn.node(row, head)
+            if top is None:
+                return None
+            return _read(txn, row, head, top.depth, top.depth - base, last)
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
@@ -362,6 +428,15 @@ class Engine:
                     txn.delete_nodes(row, sorted(dead))
                     nodes += len(dead)
         return CompactStats(nodes=nodes, events=events, sessions=sessions)
+
+
+def _read(txn: Txn, row: Row, head: int, top: int, count: int,
+          last: int | None) -> list[Stored]:
+    """The ``count`` nodes from ``head`` (at depth ``top``) back (the newest ``last`` of
+    them), oldest first; CorruptRecordError if the chain is broken."""
+    count = max(0, count if last is None else min(last, count))
+    nodes = Engine._chain(txn, row, head, top, count)
+    return [(n.depth, n.body) for n in reversed(nodes)]
 
 
 def _reachable(session_id: str, links: dict[int, tuple[int, int]],

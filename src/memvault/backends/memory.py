@@ -14,10 +14,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memvault.backends.base import Backend
 from memvault.backends.engine import Engine, Node, Row
+from memvault.backends.url import read_options, redact
 from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot
-from memvault.urls import call_with_options, redact
+
+PROCESS_LOCAL = True
+"""Each open is a store private to its process: two processes cannot share one."""
 
 
 @dataclass
@@ -56,6 +60,9 @@ class _MemoryTxn:
         for n in nodes:
             s.nodes[n.node] = n
             s.ids.add(n.msg_id)
+
+    def node(self, row: Row, node: int) -> Node | None:
+        return self._data[row.name].nodes.get(node)
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         nodes, out = self._data[row.name].nodes, list[Node]()
@@ -110,10 +117,10 @@ class MemoryBackend(Engine):
             yield _MemoryTxn(self._data)
 
 
-def open_backend(url: str, **options: Any) -> MemoryBackend:
+def open_backend(url: str, **options: Any) -> Backend:
     """Open ``memory://`` (it takes no path, host or option)."""
     if url.rstrip("/") not in ("memory:", "memory:/"):
         raise ConfigurationError(
             f"the memory store takes no path or host: use 'memory://', not {redact(url)!r}")
-    backend: MemoryBackend = call_with_options(MemoryBackend, url, **options)
-    return backend
+    read_options(url, "", {}, options, backend="the memory store")
+    return MemoryBackend()

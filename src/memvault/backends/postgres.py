@@ -44,12 +44,11 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
-from urllib.parse import unquote
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from memvault.backends.base import Stored, Write
+from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.postgres_calls import Call, Calls, failure, reason_of
 from memvault.backends.postgres_migrations import (
     DEFAULT_SCHEMA,
@@ -58,10 +57,10 @@ from memvault.backends.postgres_migrations import (
     refusal,
     script,
 )
+from memvault.backends.url import EVERY_PARAMETER, KEYWORD_ONLY, Parse, read_options, redact
 from memvault.errors import BackendUnavailableError, ConfigurationError, MemvaultError
 from memvault.messages import Record
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
-from memvault.urls import call_with_options, redact
 
 __all__ = [
     "AsyncPostgresBackend",
@@ -98,14 +97,30 @@ class Settings:
     where: str
 
 
-def settings(url: str, schema: str | None = None, min_size: int = 1, max_size: int = 10,
-             timeout: float = 30.0, migrate: bool = True) -> Settings:
+# The options of a PostgreSQL store; a URL's query sets only the schema (its other
+# parameters go to libpq).
+OPTIONS: dict[str, Parse | None] = {
+    "schema": str, "min_size": KEYWORD_ONLY, "max_size": KEYWORD_ONLY,
+    "timeout": KEYWORD_ONLY, "migrate": KEYWORD_ONLY,
+}
+
+
+def settings(url: str, **options: Any) -> Settings:
     """Parse a ``postgresql://`` URL and the backend's options into :class:`Settings`."""
-    where = redact(url)
-    conninfo, url_schema = _split_schema(url)
+    base, _, query = url.partition("?")
+    given = read_options(url, query, OPTIONS, options, backend="PostgreSQL",
+                         passed_on=EVERY_PARAMETER)
+    url_schema, schema = given.from_url.get("schema"), given.keywords.get("schema")
     if url_schema is not None and schema is not None and url_schema != schema:
         raise ConfigurationError(
-            f"{where}: the URL names schema {url_schema!r} and the option {schema!r}")
+            f"{redact(url)}: the URL names schema {url_schema!r} and the option {schema!r}")
+    conninfo = base + ("?" + "&".join(given.passed_on) if given.passed_on else "")
+    chosen = schema if schema is not None else url_schema
+    return _settings(conninfo, redact(url), **{**given.merged, "schema": chosen})
+
+
+def _settings(conninfo: str, where: str, schema: str | None = None, min_size: int = 1,
+              max_size: int = 10, timeout: float = 30.0, migrate: bool = True) -> Settings:
     for name, value, low in (("min_size", min_size, 0), ("max_size", max_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigurationError(f"{name} must be an integer >= {low}, not {value!r}")
@@ -114,24 +129,8 @@ def settings(url: str, schema: str | None = None, min_size: int = 1, max_size: i
     check_seconds("timeout", timeout)
     if not isinstance(migrate, bool):
         raise ConfigurationError(f"migrate must be True or False, not {migrate!r}")
-    chosen = url_schema if url_schema is not None else schema
-    name = check_schema(DEFAULT_SCHEMA if chosen is None else chosen)
+    name = check_schema(DEFAULT_SCHEMA if schema is None else schema)
     return Settings(conninfo, name, min_size, max_size, float(timeout), migrate, where)
-
-
-def _split_schema(url: str) -> tuple[str, str | None]:
-    """Remove memvault's ``schema`` query parameter (libpq refuses unknown ones)."""
-    base, sep, query = url.partition("?")
-    if not sep:
-        return url, None
-    kept, schema = [], None
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        if unquote(key) == "schema":
-            schema = unquote(value)
-        elif part:
-            kept.append(part)
-    return base + ("?" + "&".join(kept) if kept else ""), schema
 
 
 class MigrationResult(NamedTuple):
@@ -210,8 +209,7 @@ def migrate(url: str, schema: str | None = None) -> MigrationResult:
             or the server refused a migration (e.g. no CREATE privilege).
         BackendUnavailableError: the server cannot be reached.
     """
-    s: Settings = call_with_options(settings, url, url, schema=schema)
-    return _migrate(s, apply=True)
+    return _migrate(settings(url, schema=schema), apply=True)
 
 
 def _pool_failure(exc: psycopg.Error, s: Settings) -> MemvaultError:
@@ -255,6 +253,10 @@ class PostgresBackend:
 
     def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return self._run(self._calls.history(session_id, last, now))
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        return self._run(self._calls.chain(session_id, head, base, last, now))
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         return self._run(self._calls.info(session_id, now))
@@ -338,6 +340,10 @@ class AsyncPostgresBackend:
     async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return await self._run(self._calls.history(session_id, last, now))
 
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await self._run(self._calls.chain(session_id, head, base, last, now))
+
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await self._run(self._calls.info(session_id, now))
 
@@ -378,13 +384,11 @@ class AsyncPostgresBackend:
                 await self._pool.close()
 
 
-def open_backend(url: str, **options: Any) -> PostgresBackend:
+def open_backend(url: str, **options: Any) -> Backend:
     """Open a ``postgresql://`` store: connect, check or migrate the schema, start the pool."""
-    s: Settings = call_with_options(settings, url, url, **options)
-    return PostgresBackend(s)
+    return PostgresBackend(settings(url, **options))
 
 
-def open_async_backend(url: str, **options: Any) -> AsyncPostgresBackend:
+def open_async_backend(url: str, **options: Any) -> AsyncBackend:
     """Open a ``postgresql://`` store for asyncio; connects on the first operation."""
-    s: Settings = call_with_options(settings, url, url, **options)
-    return AsyncPostgresBackend(s)
+    return AsyncPostgresBackend(settings(url, **options))

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 
+from memvault import errors
 from memvault.backends import engine
 from memvault.backends.base import Stored, Write
 from memvault.backends.postgres_migrations import quote
@@ -40,6 +41,7 @@ Refuse = Callable[[str, str], MemvaultError | None]
 _SIGNATURES: dict[str, tuple[str, ...]] = {
     "append": ("bytea", "bytea[]", "text[]", "bigint", "bytea", "float8", "float8"),
     "history": ("bytea", "bigint", "float8"),
+    "chain": ("bytea", "bigint", "bigint", "bigint", "float8"),
     "info": ("bytea", "float8"),
     "pop": ("bytea", "bytea", "float8", "float8"),
     "trim": ("bytea", "bigint", "text", "bytea", "float8", "float8"),
@@ -176,10 +178,10 @@ class Calls:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == DUPLICATE_IDS:
                 count, example = detail.split(" ")
-                return engine.duplicate_ids(session_id, int(count), len(records),
+                return errors.duplicate_ids(session_id, int(count), len(records),
                                             bytes.fromhex(example).decode("utf-8"))
             if state == VERSION_CONFLICT and expect_version is not None:
-                return engine.version_conflict(session_id, int(detail), expect_version)
+                return errors.version_conflict(session_id, int(detail), expect_version)
             return None
 
         params = (_utf8(session_id), [_utf8(r.id) for r in records], [r.body for r in records],
@@ -189,6 +191,14 @@ class Calls:
     def history(self, session_id: str, last: int | None, now: float) -> Call[list[Stored]]:
         return self._call("history", (_utf8(session_id), last, now), _stored, write=False,
                           refuse=_damage(session_id))
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> Call[list[Stored] | None]:
+        def parse(rows: Rows) -> list[Stored] | None:
+            return None if rows and rows[0][0] is None else _stored(rows)  # (NULL, NULL)
+
+        return self._call("chain", (_utf8(session_id), head, base, last, now), parse,
+                          write=False, refuse=_damage(session_id))
 
     def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
         def parse(rows: Rows) -> SessionInfo | None:
@@ -223,7 +233,7 @@ class Calls:
 
     def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
         return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS,
-                           engine.snapshot_exists)
+                           errors.snapshot_exists)
 
     def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
         return self._call("snapshots", (_utf8(session_id), now),
@@ -231,14 +241,14 @@ class Calls:
 
     def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
         return self._named("rollback", session_id, name, w, SNAPSHOT_MISSING,
-                           engine.snapshot_missing)
+                           errors.snapshot_missing)
 
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Call[None]:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == SESSION_EXISTS:
-                return engine.session_exists(new_id)
+                return errors.session_exists(new_id)
             if state == SNAPSHOT_MISSING and at is not None:
-                return engine.snapshot_missing(session_id, at)
+                return errors.snapshot_missing(session_id, at)
             return None
 
         params = (_utf8(session_id), _utf8(new_id), _optional_utf8(at), *self._write(w))

@@ -1,7 +1,8 @@
 """The Redis backend (``redis://``, ``rediss://``, ``redis+unix://``), sync and async.
 
-Every operation on a session is one Lua script run with ``EVALSHA`` (the script
-text is sent only after ``NOSCRIPT``): atomic on the server, one round trip, no
+Every operation on a session is one call of a Lua script run with ``EVALSHA`` (the
+script text is sent only after ``NOSCRIPT``; two scripts, reads and writes, each
+dispatching on the operation it is given): atomic on the server, one round trip, no
 read-modify-write in Python. The logic, keys and scripts live in
 :mod:`memvault.backends.redis_ops`; this module only sends its requests, through
 redis-py (sync) or ``redis.asyncio`` (async), and maps driver errors:
@@ -31,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
@@ -51,7 +52,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from memvault.backends.base import Stored, Write
+from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.redis_ops import (
     FETCH_FIELDS,
     Done,
@@ -63,6 +64,7 @@ from memvault.backends.redis_ops import (
     Scan,
     advance,
 )
+from memvault.backends.url import boolean, read_options, redact
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
@@ -71,7 +73,6 @@ from memvault.errors import (
 )
 from memvault.messages import Record
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
-from memvault.urls import redact
 
 T = TypeVar("T")
 
@@ -79,13 +80,17 @@ DEFAULTS: dict[str, Any] = {
     "prefix": "memvault", "cluster": False, "socket_timeout": 10.0,
     "socket_connect_timeout": 5.0, "max_connections": None,
 }
+# memvault's own options, and how to read their text in a URL's query.
+OPTIONS: dict[str, Callable[[str], Any]] = {
+    "prefix": str, "cluster": boolean, "socket_timeout": float,
+    "socket_connect_timeout": float, "max_connections": int,
+}
 # URL query parameters handed to redis-py as they are.
 DRIVER_QUERY = frozenset({
     "db", "client_name", "health_check_interval", "socket_keepalive", "ssl_cert_reqs",
     "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
 })
 _SCHEMES = {"redis": "redis", "rediss": "rediss", "redis+unix": "unix"}
-_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _DRIVER_ERRORS = (RedisError, RedisClusterException)
 
 
@@ -111,36 +116,23 @@ class Settings:
 def settings(url: str, **options: Any) -> Settings:
     """Parse a store URL and options; raises ConfigurationError on anything unknown."""
     shown = redact(url)
-    unknown = sorted(set(options) - set(DEFAULTS))
-    if unknown:
-        raise ConfigurationError(
-            f"{shown}: unsupported option(s) {', '.join(unknown)}; the Redis options are "
-            f"{', '.join(sorted(DEFAULTS))}")
     try:
         parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError as exc:
         raise ConfigurationError(f"cannot parse the Redis URL {shown!r}: {exc}") from exc
     scheme = _SCHEMES.get(parts.scheme.lower())
     if scheme is None:
         raise ConfigurationError(f"{shown}: not a redis://, rediss:// or redis+unix:// URL")
-    merged, passed = dict(DEFAULTS), []
-    for name, value in query:
-        if name in DEFAULTS:
-            merged[name] = _from_query(shown, name, value)
-        elif name in DRIVER_QUERY:
-            passed.append((name, value))
-        else:
-            raise ConfigurationError(
-                f"{shown}: unsupported URL parameter {name!r}; memvault reads "
-                f"{', '.join(sorted(DEFAULTS))} and passes on {', '.join(sorted(DRIVER_QUERY))}")
-    merged.update(options)
+    given = read_options(url, parts.query, OPTIONS, options, backend="Redis",
+                         passed_on=DRIVER_QUERY)
+    merged = {**DEFAULTS, **given.merged}
     _check(shown, merged)
+    passed = given.passed_on
     if merged["cluster"] and (scheme == "unix" or parts.path.strip("/") not in ("", "0")
-                              or any(name == "db" for name, _ in passed)):
+                              or any(p.partition("=")[0] == "db" for p in passed)):
         raise ConfigurationError(
             f"{shown}: a cluster is reached over TCP and has database 0 only")
-    query_text = f"?{urlencode(passed)}" if passed else ""
+    query_text = f"?{'&'.join(passed)}" if passed else ""
     driver_url = f"{scheme}://{parts.netloc}{parts.path}{query_text}"
     # RESP2: plain replies, and redis-py then checks a pooled connection before
     # reusing it (with RESP3 maintenance notifications it does not), so a command
@@ -149,17 +141,6 @@ def settings(url: str, **options: Any) -> Settings:
     client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
                                           "max_connections") if merged[k] is not None})
     return Settings(driver_url, shown, merged["prefix"], merged["cluster"], client)
-
-
-def _from_query(shown: str, name: str, value: str) -> Any:
-    try:
-        if name == "cluster":
-            return _BOOLS[value.lower()]
-        if name == "max_connections":
-            return int(value)
-        return float(value) if name.startswith("socket") else value
-    except (KeyError, ValueError):
-        raise ConfigurationError(f"{shown}: bad value {value!r} for {name}") from None
 
 
 def _check(shown: str, merged: dict[str, Any]) -> None:
@@ -255,6 +236,10 @@ class RedisBackend:
     def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return self._run(self._ops.history(session_id, last, now))
 
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> list[Stored] | None:
+        return self._run(self._ops.chain(session_id, head, base, last, now))
+
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         return self._run(self._ops.info(session_id, now))
 
@@ -349,6 +334,10 @@ class AsyncRedisBackend:
     async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
         return await self._run(self._ops.history(session_id, last, now))
 
+    async def chain(self, session_id: str, head: int, base: int, last: int | None,
+                    now: float) -> list[Stored] | None:
+        return await self._run(self._ops.chain(session_id, head, base, last, now))
+
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
         return await self._run(self._ops.info(session_id, now))
 
@@ -386,11 +375,11 @@ class AsyncRedisBackend:
         await self._client.aclose()
 
 
-def open_backend(url: str, **options: Any) -> RedisBackend:
+def open_backend(url: str, **options: Any) -> Backend:
     """Open ``redis://``, ``rediss://`` or ``redis+unix://`` for the sync API."""
     return RedisBackend(settings(url, **options))
 
 
-def open_async_backend(url: str, **options: Any) -> AsyncRedisBackend:
+def open_async_backend(url: str, **options: Any) -> AsyncBackend:
     """Open ``redis://``, ``rediss://`` or ``redis+unix://`` for the async API."""
     return AsyncRedisBackend(settings(url, **options))

@@ -23,16 +23,16 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import (
-    BROKEN_CHAIN,
-    decoded,
+from memvault.backends.engine import BROKEN_CHAIN, decoded
+from memvault.errors import (
+    ConfigurationError,
+    CorruptRecordError,
     duplicate_ids,
     session_exists,
     snapshot_exists,
     snapshot_missing,
     version_conflict,
 )
-from memvault.errors import ConfigurationError, CorruptRecordError
 from memvault.messages import Record
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
 
@@ -219,6 +219,19 @@ def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
         raise CorruptRecordError(session_id, depth, f"not UTF-8 text ({exc.reason})") from exc
 
 
+def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
+    """The reply of history and chain: depth, message, depth, message, ...; or the
+    damage the script found."""
+    damage = _corrupt(session_id, reply)
+    if damage:
+        raise damage
+    try:
+        return [(depth, body.decode("utf-8"))
+                for depth, body in zip(reply[::2], reply[1::2], strict=True)]
+    except (AttributeError, UnicodeDecodeError):  # a message missing or not UTF-8
+        return [_stored(session_id, reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+
+
 def _pairs(records: Sequence[Record]) -> list[str]:
     return [part for r in records for part in (r.id, r.body)]
 
@@ -250,15 +263,12 @@ class Operations:
 
     def history(self, session_id: str, last: int | None, now: float) -> Op[list[Stored]]:
         reply = yield self._read(session_id, "history", now, _none(last))
-        damage = _corrupt(session_id, reply)
-        if damage:
-            raise damage
-        try:
-            return [(depth, body.decode("utf-8"))
-                    for depth, body in zip(reply[::2], reply[1::2], strict=True)]
-        except (AttributeError, UnicodeDecodeError):  # a message missing or not UTF-8
-            return [_stored(session_id, reply[i], reply[i + 1])
-                    for i in range(0, len(reply), 2)]
+        return _stored_list(session_id, reply)
+
+    def chain(self, session_id: str, head: int, base: int, last: int | None,
+              now: float) -> Op[list[Stored] | None]:
+        reply = yield self._read(session_id, "chain", now, str(head), str(base), _none(last))
+        return None if reply is None else _stored_list(session_id, reply)
 
     def info(self, session_id: str, now: float) -> Op[SessionInfo | None]:
         reply = yield self._read(session_id, "info", now)

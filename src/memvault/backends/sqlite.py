@@ -19,17 +19,16 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
-from urllib.parse import parse_qsl
 
-from memvault.backends.base import Stored
+from memvault.backends.base import Backend, Stored
 from memvault.backends.engine import Engine, Node, Row, check_chain, decoded, json_object
+from memvault.backends.url import read_options, redact
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
     ConfigurationError,
 )
 from memvault.model import Event, Snapshot, check_seconds, utc
-from memvault.urls import call_with_options, redact
 
 SCHEMA_VERSION = 1
 MIGRATIONS = {
@@ -170,6 +169,11 @@ class _SqliteTxn:
         self._db.executemany(
             "INSERT INTO nodes (sid, node, parent, depth, msg_id, body) VALUES (?, ?, ?, ?, ?, ?)",
             [(row.key, n.node, n.parent, n.depth, n.msg_id, n.body) for n in nodes])
+
+    def node(self, row: Row, node: int) -> Node | None:
+        r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes WHERE sid=? AND node=?",
+                      row.key, node)
+        return Node(*r) if r else None
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         cur = self._db.execute(_CHAIN, {"sid": row.key, "head": head, "count": count})
@@ -332,11 +336,11 @@ class SqliteBackend(Engine):
         self._local = threading.local()
 
 
-# The options a SQLite URL's query may carry, and how to read their text.
-_URL_OPTIONS: dict[str, Callable[[str], Any]] = {"durability": str, "busy_timeout": float}
+# The options of a SQLite store, and how to read their text in a URL's query.
+OPTIONS: dict[str, Callable[[str], Any]] = {"durability": str, "busy_timeout": float}
 
 
-def open_backend(url: str, **options: Any) -> SqliteBackend:
+def open_backend(url: str, **options: Any) -> Backend:
     """Open ``sqlite:///relative.db`` or ``sqlite:////abs/path.db``.
 
     The options may also be given in the URL's query, e.g.
@@ -350,20 +354,5 @@ def open_backend(url: str, **options: Any) -> SqliteBackend:
         raise ConfigurationError(
             f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db (with "
             f"?durability=...&busy_timeout=... if wanted), not {redact(url)!r}")
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError as exc:
-        raise ConfigurationError(f"cannot parse the query of {redact(url)!r}: {exc}") from exc
-    from_url: dict[str, Any] = {}
-    for name, value in pairs:
-        if name not in _URL_OPTIONS:
-            raise ConfigurationError(
-                f"{redact(url)}: unsupported URL parameter {name!r}; a SQLite URL takes "
-                f"{' and '.join(_URL_OPTIONS)}")
-        try:
-            from_url[name] = _URL_OPTIONS[name](value)
-        except ValueError:
-            raise ConfigurationError(f"{redact(url)}: bad value {value!r} for {name}") from None
-    backend: SqliteBackend = call_with_options(SqliteBackend, url, path,
-                                               **{**from_url, **options})
-    return backend
+    given = read_options(url, query, OPTIONS, options, backend="SQLite")
+    return SqliteBackend(path, **given.merged)

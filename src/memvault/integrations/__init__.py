@@ -8,8 +8,11 @@ optional extra; importing a module without it raises
   SDK session (``pip install 'memvault[openai-agents]'``).
 - :mod:`memvault.integrations.langchain`: ``MemvaultChatMessageHistory``, a
   LangChain chat message history (``pip install 'memvault[langchain]'``).
+- :mod:`memvault.integrations.langgraph`: ``MemvaultSaver``, a LangGraph
+  checkpointer (``pip install 'memvault[langgraph]'``): a thread is a session whose
+  nodes are checkpoints and writes (see :mod:`memvault.integrations._langgraph_log`).
 
-Both store each framework object as one memvault :class:`~memvault.Message`: a
+The first two store each framework object as one memvault :class:`~memvault.Message`: a
 native view (role, text, tool calls) that memvault's own tools and the other
 adapter can read, plus the untouched object as JSON in ``metadata``, which is what
 the adapter returns, so it comes back exactly as it was added.

@@ -33,6 +33,7 @@ _WHERE = {
     "SerializationContract": "memvault.testing.contract",
     "SnapshotsContract": "memvault.testing.contract",
     "TtlContract": "memvault.testing.contract",
+    "VersionsContract": "memvault.testing.contract",
     "WritesContract": "memvault.testing.contract",
     "ALL_CAPABILITIES": "memvault.testing.contract",
     "Opener": "memvault.testing.opener",
@@ -77,6 +78,7 @@ __all__ = [
     "StoreModel",
     "StoreStateExtension",
     "TtlContract",
+    "VersionsContract",
     "WritesContract",
     "analyze_history",
     "check_against_model",
@@ -120,6 +122,7 @@ if TYPE_CHECKING:
         SnapshotsContract,
         StoreContract,
         TtlContract,
+        VersionsContract,
         WritesContract,
     )
     from memvault.testing.faults import FaultInjector, inject_faults

@@ -13,11 +13,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from memvault.errors import ConfigurationError, MemvaultError
+from memvault.terminal import error, say
 from memvault.testing.opener import Opener
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
 from memvault.torture.runner import Settings, Status, cleanup, prepare, run_torture
-from memvault.urls import redact
+from memvault.urls import redact, resolve
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -71,6 +72,9 @@ def print_report(report: TortureReport) -> None:
     for name, finding in report.notes.items():
         acc.add_row(f"({name})", str(finding.count), "; ".join(finding.samples[:1]))
     out.print(acc)
+    say("(recovered): appends whose outcome was unknown (a fault or a kill) and that landed;"
+        " (unread): messages hidden by a pop whose outcome was unknown, so their content was"
+        " never read back. Both are allowed.")
 
 
 def _run(opener: Opener, settings: Settings) -> TortureReport:
@@ -93,6 +97,7 @@ def _run(opener: Opener, settings: Settings) -> TortureReport:
 
 
 def torture(
+    ctx: typer.Context,
     url: Annotated[str | None, typer.Option(
         "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db).")] = None,
     writers: Annotated[int, typer.Option(min=1, help="Writer processes.")] = 4,
@@ -122,25 +127,25 @@ def torture(
 ) -> None:
     """Hammer a store with killed and restarted worker processes, then prove that every
     acknowledged change is accounted for. Exit code 1 on any violation."""
-    from memvault.cli import store_url  # at call time: cli imports this module
-
     try:
         if face not in ("sync", "async"):
             raise ConfigurationError(f"--face is sync or async, not {face!r}")
-        target = url if factory else store_url(url)
+        # The command's --url, else the app's global --url (its root context's
+        # parameter), else $MEMVAULT_URL, else the default.
+        target = url if factory else resolve(url or ctx.find_root().params.get("url"))
         opener = Opener(target or "factory", face,  # type: ignore[arg-type]
                         _options(option or []), _factory(factory) if factory else None)
         settings = Settings(writers, readers, seconds, kill_rate, sessions, fault_rate, seed,
                             None if history is None else str(history))
         prepare(opener, settings)
-        out.print(f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
-                  f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "
-                  f"fault rate {fault_rate:g}")
+        say(f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
+            f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "
+            f"fault rate {fault_rate:g}")
         report = _run(opener, settings)
         if report.ok and not keep:
             cleanup(opener, report.run["sessions"])
     except MemvaultError as exc:
-        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True)
+        error(f"{type(exc).__name__}: {exc}")
         raise typer.Exit(1) from None
     print_report(report)
     if json_path is not None:

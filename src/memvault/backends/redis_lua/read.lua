@@ -3,11 +3,9 @@
 local op, now = ARGV[1], tonumber(ARGV[2])
 local row = live(now)
 
-if op == 'history' then
-  if not row then return {} end
-  local count = row.depth - row.base
-  if ARGV[3] ~= '' then count = math.min(tonumber(ARGV[3]), count) end
-  local bodies, depths = newest(row, count)
+-- The reply of history and chain: {depth, message, ...}, oldest first; or
+-- {'corrupt', depth, 'chain'} where the chain walked is broken (bodies nil).
+local function stored(bodies, depths, count)
   if not bodies then return {'corrupt', depths, 'chain'} end
   local reply = {}
   for i = 1, count do
@@ -15,6 +13,30 @@ if op == 'history' then
     reply[2 * i] = bodies[i]
   end
   return reply
+end
+
+-- `count`, at most `last` ('' for no limit), never below 0.
+local function limit(count, last)
+  if last ~= '' then count = math.min(tonumber(last), count) end
+  return math.max(count, 0)
+end
+
+if op == 'history' then
+  if not row then return {} end
+  local count = limit(row.depth - row.base, ARGV[3])
+  local bodies, depths = newest(row, count)
+  return stored(bodies, depths, count)
+elseif op == 'chain' then
+  -- ARGV[3] head node, ARGV[4] base, ARGV[5] last: any state the log points to.
+  -- A head that is not stored (compacted away) replies false.
+  local head = tonumber(ARGV[3])
+  if not row or head == 0 then return {} end
+  local at = redis.call('HGET', LINKS, head)
+  if not at then return false end
+  local _, depth = parse_link(at)
+  local count = limit(depth - tonumber(ARGV[4]), ARGV[5])
+  local bodies, depths = messages(head, depth, count, false)
+  return stored(bodies, depths, count)
 elseif op == 'info' then
   if not row then return false end
   return {row.version, row.depth - row.base, row.created, row.updated, row.expires or ''}

@@ -3,10 +3,11 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
-(snapshots and rollback), ``SerializationContract``, ``CorruptionContract``
-(damaged data is loud), ``InputsContract``, ``ConcurrencyContract``,
-``DurabilityContract`` (reopen), ``TtlContract``, ``FaultsContract`` (errors and
-retries) and ``ModelContract`` (against the reference).
+(snapshots and rollback), ``VersionsContract`` (``history(at_version=N)``),
+``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
+``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
+``TtlContract``, ``FaultsContract`` (errors and retries) and ``ModelContract``
+(against the reference).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from memvault.testing.contract.model import ModelContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.ttl import TtlContract
+from memvault.testing.contract.versions import VersionsContract
 from memvault.testing.contract.writes import WritesContract
 
 
@@ -29,6 +31,7 @@ class StoreContract(
     BasicsContract,
     WritesContract,
     SnapshotsContract,
+    VersionsContract,
     SerializationContract,
     CorruptionContract,
     InputsContract,
@@ -65,5 +68,6 @@ __all__ = [
     "SnapshotsContract",
     "StoreContract",
     "TtlContract",
+    "VersionsContract",
     "WritesContract",
 ]

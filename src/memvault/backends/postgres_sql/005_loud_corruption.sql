@@ -1,7 +1,7 @@
--- memvault PostgreSQL schema, version 4: damaged chains are loud; delete of an
+-- memvault PostgreSQL schema, version 5: damaged chains are loud; delete of an
 -- expired session answers false.
 --
--- Version 3 walked a chain by its parent links for as many steps as asked: a missing
+-- Version 4 walked a chain by its parent links for as many steps as asked: a missing
 -- node ended the walk early (history returned fewer messages than the session holds,
 -- fork copied the shorter history) and a node that is its own parent was returned
 -- again at every step. _chain now also takes the depth its head must have, follows
@@ -35,6 +35,32 @@ BEGIN
     IF v_found < greatest(p_count, 0) THEN
         RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - v_found;
     END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.chain(
+    p_session bytea, p_head bigint, p_base bigint, p_last bigint, p_now double precision
+) RETURNS SETOF @schema@.stored_row
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_sid bigint;
+    v_depth bigint;
+BEGIN
+    SELECT s.sid INTO v_sid FROM @schema@.sessions s
+    WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now);
+    IF v_sid IS NULL OR p_head = 0 THEN
+        RETURN;
+    END IF;
+    SELECT n.depth INTO v_depth FROM @schema@.nodes n WHERE n.sid = v_sid AND n.node = p_head;
+    IF v_depth IS NULL THEN
+        RETURN NEXT ROW(NULL, NULL)::@schema@.stored_row;
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT c.depth, c.body
+        FROM @schema@._chain(v_sid, p_head, v_depth,
+                             greatest(0, least(coalesce(p_last, v_depth - p_base),
+                                               v_depth - p_base))) c
+        ORDER BY c.depth;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.history(p_session bytea, p_last bigint,
@@ -145,7 +171,7 @@ BEGIN
 END $$;
 
 -- delete() of an expired session removes what is left of it and answers false, as
--- every read already did (version 3 answered true; Redis, whose keys expire, false).
+-- every read already did (version 4 answered true; Redis, whose keys expire, false).
 DROP FUNCTION @schema@.delete(bytea);
 
 CREATE FUNCTION @schema@.delete(p_session bytea, p_now double precision) RETURNS boolean

@@ -1,12 +1,22 @@
 """A worked third-party backend: the whole store in one JSON file.
 
-No URL scheme reaches it: tests open it through a picklable factory
-(``functools.partial(JsonFileBackend, path)``). It reuses memvault's operation
-engine, so it only provides storage primitives (the ``Txn`` protocol of
-:mod:`memvault.backends.engine`), and one transaction = load the file under an
-``flock`` (shared to read, exclusive to write), then replace it atomically.
-Simple and slow: every write rewrites the file. It exists to show that the
-contract suite certifies a backend written outside memvault.
+Written as another package would write it, with memvault's public seams only:
+
+- ``open_backend(url, **options)`` is what a URL reaches. The package registers it
+  under the ``memvault.backends`` entry-point group (memvault's own
+  ``pyproject.toml`` does so for this example)::
+
+      [project.entry-points."memvault.backends"]
+      jsonfile = "memvault.examples.jsonfile"
+
+  and then ``memvault.open("jsonfile:///tmp/store.json")`` opens it.
+- It reuses memvault's operation engine, so it provides only the storage primitives
+  (the :class:`~memvault.backends.engine.Txn` protocol), and one transaction = load
+  the file under an ``flock`` (shared to read, exclusive to write), then replace it
+  atomically.
+
+Simple and slow: every write rewrites the file. It exists to show that the contract
+suite certifies a backend written outside memvault (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -19,7 +29,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from memvault.backends.base import Backend
 from memvault.backends.engine import Engine, Node, Row
+from memvault.backends.url import read_options, redact
+from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot, utc
 
 _ROW = ("head", "depth", "base", "version", "next_node", "created_at", "updated_at",
@@ -57,13 +70,15 @@ class JsonTxn:
         for n in nodes:
             table[str(n.node)] = [n.parent, n.depth, n.msg_id, n.body]
 
-    def node(self, row: Row, node: int) -> Node:
-        return Node(node, *self.sessions[row.name]["nodes"][str(node)])
+    def node(self, row: Row, node: int) -> Node | None:
+        stored = self.sessions[row.name]["nodes"].get(str(node))
+        return Node(node, *stored) if stored else None
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
+        nodes = self.sessions[row.name]["nodes"]
         out: list[Node] = []
         while len(out) < count:
-            out.append(self.node(row, head))
+            out.append(Node(head, *nodes[str(head)]))
             head = out[-1].parent
         return out
 
@@ -132,3 +147,17 @@ class JsonFileBackend(Engine):
                 os.replace(temp, self.path)
         finally:
             os.close(fd)  # releases the lock
+
+
+def open_backend(url: str, **options: Any) -> Backend:
+    """Open ``jsonfile:///abs/path.json`` or ``jsonfile://relative.json`` (whatever the
+    scheme: a package may register this function under a name of its own). It takes no
+    option; an empty path, a query or a fragment is refused."""
+    path = url.partition("://")[2]
+    if not path or "#" in path:
+        raise ConfigurationError(
+            f"a JSON file URL is jsonfile:///abs/path.json or jsonfile://relative.json, "
+            f"not {redact(url)!r}")
+    path, _, query = path.partition("?")
+    read_options(url, query, {}, options, backend="the JSON file store")
+    return JsonFileBackend(path)

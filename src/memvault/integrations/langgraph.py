@@ -1,0 +1,456 @@
+"""memvault as a LangGraph checkpointer: ``MemvaultSaver``.
+
+>>> with MemvaultSaver.from_conn_string("sqlite:///graph.db") as saver:   # doctest: +SKIP
+...     graph = builder.compile(checkpointer=saver)
+
+``MemvaultSaver`` is a ``langgraph.checkpoint.base.BaseCheckpointSaver`` on any
+memvault backend (``memory://``, ``sqlite:///``, ``redis://``, ``postgresql://``):
+``put``, ``put_writes``, ``get_tuple``, ``list``, ``delete_thread``, ``copy_thread``,
+``prune``, ``delete_for_runs`` and ``get_delta_channel_history``, each with its
+``a*`` twin. The sync methods run on a :class:`memvault.Store` (``store=``), the
+async ones on a :class:`memvault.AsyncStore` (``async_store=``); the async methods
+never call the sync ones. ``from_conn_string(url)`` opens both kinds: ``with`` gives
+a saver with a sync store, ``async with`` one with an async store.
+
+Storage (details in :mod:`memvault.integrations._langgraph_log`): a thread is the
+memvault session ``langgraph:<thread_id>`` (all its namespaces), so
+``memvault sessions``, ``show`` and ``log`` list threads, their checkpoints and
+writes, and which writer put each; the store's ``ttl=`` expires a whole thread.
+Every saver write is one atomic, idempotent memvault append; values go through
+the saver's ``serde`` (``JsonPlusSerializer`` by default; an
+``EncryptedSerializer`` works) and memvault never pickles. A list channel that
+grows (``messages``) is stored as its new items only, so a thread's storage grows
+with its messages, not with messages x steps.
+
+Deleting: ``delete_thread`` and ``prune(strategy="delete")`` remove the thread's
+session physically. ``prune(strategy="keep_latest")`` and ``delete_for_runs`` append
+a marker that hides the checkpoints (and their writes) from ``list``/``get_tuple``,
+like memvault's own trim: the data stays stored (a checkpoint kept by ``prune``
+still reads its shared values, and ``DeltaChannel`` histories still reach their
+seeds) until ``delete_thread``. ``copy_thread`` is memvault's ``fork`` (the target
+thread must not exist: ``ConflictError``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from memvault.aio import AsyncStore, open_async
+from memvault.errors import ConfigurationError
+from memvault.integrations._common import missing_extra
+from memvault.messages import Message
+from memvault.store import Store
+from memvault.store import open as open_store
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        DeltaChannelHistory,
+        get_checkpoint_id,
+        get_serializable_checkpoint_metadata,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+    from memvault.integrations._langgraph_log import (
+        PREFIX,
+        Chain,
+        Stored,
+        ThreadLog,
+        checkpoint_message,
+        entries,
+        marker_message,
+        session_id,
+        writes_message,
+    )
+except ImportError as _exc:  # pragma: no cover - exercised by simulating the import
+    raise missing_extra("langgraph", "langgraph", _exc) from _exc
+
+__all__ = ["MemvaultSaver"]
+
+CACHE_SIZE = 64  # checkpoints whose stored values a saver remembers to encode children
+CHAINS = 16  # threads whose chain a saver remembers, to read only their newest nodes
+WINDOW = 64  # how many of the newest nodes a read of a remembered thread fetches
+
+
+@dataclass(frozen=True)
+class _Read:
+    session: str
+    last: int | None
+
+
+@dataclass(frozen=True)
+class _Info:
+    session: str
+
+
+@dataclass(frozen=True)
+class _Append:
+    session: str
+    message: Message
+
+
+@dataclass(frozen=True)
+class _Delete:
+    session: str
+
+
+@dataclass(frozen=True)
+class _Fork:
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class _Threads:
+    pass
+
+
+_Step = _Read | _Info | _Append | _Delete | _Fork | _Threads
+_Plan = Generator[_Step, Any, Any]
+
+
+def _call(store: Any, step: _Step) -> Any:
+    """Do ``step`` on a Store (the result) or an AsyncStore (an awaitable of it)."""
+    if isinstance(step, _Read):
+        return store.session(step.session).history(step.last)
+    if isinstance(step, _Info):
+        return store.session(step.session).info()
+    if isinstance(step, _Append):
+        return store.session(step.session).append([step.message])
+    if isinstance(step, _Delete):
+        return store.session(step.session).delete()
+    if isinstance(step, _Fork):
+        return store.session(step.source).fork(step.target)
+    return store.sessions()
+
+
+@dataclass(frozen=True)
+class _Done:
+    value: Any
+
+
+def _advance(plan: _Plan, outcome: Any) -> _Step | _Done:
+    try:
+        return plan.send(outcome)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def _run(store: Store, plan: _Plan) -> Any:
+    """Run a plan on a sync store."""
+    step = _advance(plan, None)
+    while not isinstance(step, _Done):
+        step = _advance(plan, _call(store, step))
+    return step.value
+
+
+async def _arun(store: AsyncStore, plan: _Plan) -> Any:
+    """Run a plan on an async store; it never touches a sync one."""
+    step = _advance(plan, None)
+    while not isinstance(step, _Done):
+        step = _advance(plan, await _call(store, step))
+    return step.value
+
+
+def _where(config: RunnableConfig) -> tuple[str, str]:
+    configurable = config["configurable"]
+    return str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", ""))
+
+
+class MemvaultSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer that stores threads as memvault sessions.
+
+    Args:
+        store: the sync store the sync methods use (left open: it is yours).
+        async_store: the async store the async methods use (left open).
+        serde: LangGraph's serializer protocol (default ``JsonPlusSerializer``).
+
+    Raises:
+        ConfigurationError: neither store given, or a store of the wrong kind.
+    """
+
+    def __init__(self, store: Store | None = None, *, async_store: AsyncStore | None = None,
+                 serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        if store is None and async_store is None:
+            raise ConfigurationError("give store= (a memvault.Store) for the sync methods, "
+                                     "async_store= (a memvault.AsyncStore) for the async ones")
+        for value, kind, name in ((store, Store, "store"), (async_store, AsyncStore,
+                                                             "async_store")):
+            if value is not None and not isinstance(value, kind):
+                raise ConfigurationError(f"{name}= must be a memvault.{kind.__name__}, "
+                                         f"not {type(value).__name__}")
+        self.store = store
+        self.async_store = async_store
+        self._cache: OrderedDict[tuple[str, str, str], dict[str, Stored]] = OrderedDict()
+        self._chains: OrderedDict[str, Chain] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_conn_string(cls, url: str, *, serde: SerializerProtocol | None = None,
+                         **options: Any) -> _Opener:
+        """A saver on memvault URL ``url``, as a sync or async context manager.
+
+        ``with MemvaultSaver.from_conn_string(url) as saver`` opens a sync store,
+        ``async with`` an async one; leaving the block closes it. ``options`` are
+        memvault's (``ttl=``, ``writer=``, ...).
+        """
+        return _Opener(cls, url, serde, options)
+
+    # -- the sans-I/O plans: every method below is one of these, run sync or async
+
+    def _remember(self, cache: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> None:
+        with self._lock:
+            cache[key] = value
+            cache.move_to_end(key)
+            while len(cache) > size:
+                cache.popitem(last=False)
+
+    def _forget(self, session: str) -> None:
+        with self._lock:
+            for key in [k for k in self._cache if k[0] == session]:
+                del self._cache[key]
+            self._chains.pop(session, None)
+
+    def _read(self, thread_id: str) -> _Plan:
+        """Read a thread's log: its newest nodes if the saver remembers the rest."""
+        session = session_id(thread_id)
+        with self._lock:
+            known = self._chains.get(session)
+        chain = None
+        if known is not None:
+            newest = entries((yield _Read(session, WINDOW)))
+            if len(newest) < WINDOW:
+                chain = Chain(newest)  # the whole visible chain
+            elif (info := (yield _Info(session))) is not None:
+                chain = known.merge(newest, info.length)
+        if chain is None:
+            chain = Chain(entries((yield _Read(session, None))))
+        self._remember(self._chains, session, chain, CHAINS)
+        return ThreadLog(thread_id, chain.nodes, self.serde)
+
+    def _get_plan(self, config: RunnableConfig) -> _Plan:
+        thread_id, ns = _where(config)
+        log = yield from self._read(thread_id)
+        node = log.find(ns, get_checkpoint_id(config))
+        return None if node is None else log.tuple(node)
+
+    def _list_plan(self, config: RunnableConfig | None, wanted: dict[str, Any] | None,
+                   before: RunnableConfig | None, limit: int | None) -> _Plan:
+        if config is not None:
+            threads = [str(config["configurable"]["thread_id"])]
+        else:
+            threads = sorted(s[len(PREFIX):] for s in (yield _Threads()) if s.startswith(PREFIX))
+        configurable = config["configurable"] if config else {}
+        ns = configurable.get("checkpoint_ns")
+        only = configurable.get("checkpoint_id")
+        cursor = get_checkpoint_id(before) if before else None
+        found: list[CheckpointTuple] = []
+        for thread_id in threads:
+            log = yield from self._read(thread_id)
+            for node in log.listed(None if ns is None else str(ns)):
+                cid = str(log.nodes[node]["id"])
+                if (only is not None and cid != only) or (cursor is not None and cid >= cursor):
+                    continue
+                if wanted and any(log.metadata(node).get(k) != v for k, v in wanted.items()):
+                    continue
+                found.append(log.tuple(node))
+                if limit is not None and len(found) >= limit:
+                    return found
+        return found
+
+    def _put_plan(self, config: RunnableConfig, checkpoint: Checkpoint,
+                  metadata: CheckpointMetadata) -> _Plan:
+        thread_id, ns = _where(config)
+        session = session_id(thread_id)
+        parent_id = get_checkpoint_id(config)
+        parent: Mapping[str, Stored] = {}
+        if parent_id is not None:
+            with self._lock:
+                cached = self._cache.get((session, ns, parent_id))
+            if cached is None:
+                log = yield from self._read(thread_id)
+                node = log.first.get((ns, parent_id))
+                cached = log.stored(node) if node is not None else None
+            parent = cached or {}
+        message, stored = checkpoint_message(
+            ns, checkpoint, get_serializable_checkpoint_metadata(config, metadata),
+            parent_id, parent, self.serde)
+        yield _Append(session, message)
+        self._remember(self._cache, (session, ns, checkpoint["id"]), stored, CACHE_SIZE)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                 "checkpoint_id": checkpoint["id"]}}
+
+    def _writes_plan(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                     task_id: str, task_path: str) -> _Plan:
+        thread_id, ns = _where(config)
+        checkpoint_id = str(config["configurable"]["checkpoint_id"])
+        if writes:
+            yield _Append(session_id(thread_id), writes_message(
+                ns, checkpoint_id, task_id, task_path, writes, self.serde))
+
+    def _delete_plan(self, thread_ids: Sequence[str]) -> _Plan:
+        for thread_id in thread_ids:
+            self._forget(session_id(thread_id))
+            yield _Delete(session_id(thread_id))
+
+    def _copy_plan(self, source: str, target: str) -> _Plan:
+        if (yield _Info(session_id(source))) is not None:
+            yield _Fork(session_id(source), session_id(target))
+
+    def _prune_plan(self, thread_ids: Sequence[str], strategy: str) -> _Plan:
+        if strategy == "delete":
+            yield from self._delete_plan(thread_ids)
+            return
+        if strategy != "keep_latest":
+            raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
+        for thread_id in thread_ids:
+            log = yield from self._read(thread_id)
+            listed = log.listed(None)
+            namespaces = {str(log.nodes[n]["ns"]) for n in listed}
+            keep = [node for ns in namespaces if (node := log.find(ns, None))]
+            if len(keep) < len(listed):
+                yield _Append(session_id(thread_id), marker_message(
+                    "prune", keep, "prune: keep the latest checkpoint of each namespace"))
+
+    def _forget_runs_plan(self, run_ids: Sequence[str]) -> _Plan:
+        runs = set(run_ids)
+        if not runs:
+            return
+        for session in (yield _Threads()):
+            if not session.startswith(PREFIX):
+                continue
+            log = yield from self._read(session[len(PREFIX):])
+            if any(log.nodes[n].get("run") in runs for n in log.listed(None)):
+                yield _Append(session, marker_message(
+                    "forget_runs", sorted(runs), "delete_for_runs: hide these runs"))
+
+    def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]) -> _Plan:
+        if not channels:
+            return {}
+        thread_id, ns = _where(config)
+        log = yield from self._read(thread_id)
+        return log.delta_history(ns, get_checkpoint_id(config), channels)
+
+    # -- the faces
+
+    def _sync(self, plan: _Plan) -> Any:
+        if self.store is None:
+            raise ConfigurationError("this MemvaultSaver has no sync store: give store= "
+                                     "(or use the async methods)")
+        return _run(self.store, plan)
+
+    async def _async(self, plan: _Plan) -> Any:
+        if self.async_store is None:
+            raise ConfigurationError("this MemvaultSaver has no async store: give "
+                                     "async_store= (or use the sync methods)")
+        return await _arun(self.async_store, plan)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._sync(self._get_plan(config))  # type: ignore[no-any-return]
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._async(self._get_plan(config))  # type: ignore[no-any-return]
+
+    def list(self, config: RunnableConfig | None, *,
+             filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+             before: RunnableConfig | None = None, limit: int | None = None,
+             ) -> Iterator[CheckpointTuple]:
+        yield from self._sync(self._list_plan(config, filter, before, limit))
+
+    async def alist(self, config: RunnableConfig | None, *,
+                    filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+                    before: RunnableConfig | None = None, limit: int | None = None,
+                    ) -> AsyncIterator[CheckpointTuple]:
+        for item in await self._async(self._list_plan(config, filter, before, limit)):
+            yield item
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        return self._sync(self._put_plan(config, checkpoint, metadata))  # type: ignore[no-any-return]
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
+                   metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        return await self._async(self._put_plan(config, checkpoint, metadata))  # type: ignore[no-any-return]
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                   task_id: str, task_path: str = "") -> None:
+        self._sync(self._writes_plan(config, writes, task_id, task_path))
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                          task_id: str, task_path: str = "") -> None:
+        await self._async(self._writes_plan(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._sync(self._delete_plan([thread_id]))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._async(self._delete_plan([thread_id]))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._sync(self._copy_plan(source_thread_id, target_thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._async(self._copy_plan(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._sync(self._prune_plan(thread_ids, strategy))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._async(self._prune_plan(thread_ids, strategy))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._sync(self._forget_runs_plan(run_ids))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._async(self._forget_runs_plan(run_ids))
+
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str],
+                                  ) -> Mapping[str, DeltaChannelHistory]:
+        return self._sync(self._delta_plan(config, channels))  # type: ignore[no-any-return]
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig,
+                                         channels: Sequence[str],
+                                         ) -> Mapping[str, DeltaChannelHistory]:
+        return await self._async(self._delta_plan(config, channels))  # type: ignore[no-any-return]
+
+
+class _Opener(AbstractContextManager[MemvaultSaver], AbstractAsyncContextManager[MemvaultSaver]):
+    """What ``from_conn_string`` returns: a sync and an async context manager."""
+
+    def __init__(self, cls: type[MemvaultSaver], url: str, serde: SerializerProtocol | None,
+                 options: dict[str, Any]) -> None:
+        self._cls, self._url, self._serde, self._options = cls, url, serde, options
+        self._store: Store | None = None
+        self._async_store: AsyncStore | None = None
+
+    def __enter__(self) -> MemvaultSaver:
+        self._store = open_store(self._url, **self._options)
+        return self._cls(self._store, serde=self._serde)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    async def __aenter__(self) -> MemvaultSaver:
+        self._async_store = open_async(self._url, **self._options)
+        return self._cls(async_store=self._async_store, serde=self._serde)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._async_store is not None:
+            await self._async_store.close()
+            self._async_store = None

@@ -1,0 +1,265 @@
+"""What the inspector's pages show, built from the public API and the event log.
+
+No I/O of its own and no web framework: each function takes an open
+:class:`memvault.Store` and returns plain data the templates render. Nothing
+here reads a backend's tables or keys.
+
+The timeline is the event log in version order, each message under the event
+that added it (append, fork), greyed when it is no longer visible (popped,
+trimmed, cleared, rolled back), with the other events (pop, trim, clear,
+snapshot, rollback) as markers where they happened. It is paged by events,
+newest page first, so the first view of a 10,000-message session reads only the
+newest messages: the messages of one page come from a few
+``history(at_version=N, last=M)`` reads (one per stretch of consecutive appends),
+and whether they are still visible from ``history(last=K)`` with K the number of
+messages added since the page starts (a visible message added later than another
+always sits above it in the chain).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import memvault
+from memvault.errors import VersionNotFoundError
+from memvault.messages import Message
+from memvault.model import Event, SessionInfo, Snapshot
+
+SESSIONS_PAGE = 50
+"""Sessions per page of the sessions list."""
+SORT_LIMIT = 2000
+"""Sorting by a column other than the id reads every matching session's info: only
+up to this many matches (narrow the filter beyond)."""
+PAGE_MESSAGES = 100
+"""A timeline page holds events until it holds at least this many messages."""
+SORTS = ("id", "version", "length", "updated", "expires")
+
+
+@dataclass(frozen=True)
+class SessionsPage:
+    """One page of the sessions list."""
+
+    rows: list[SessionInfo]
+    total: int
+    matching: int
+    page: int
+    pages: int
+    sort: str
+    desc: bool
+    query: str
+    note: str = ""
+
+
+def sessions_page(store: memvault.Store, query: str = "", sort: str = "id",
+                  desc: bool = False, page: int = 1) -> SessionsPage:
+    """Filter the ids by substring, sort, and read ``info()`` of one page only."""
+    ids = store.sessions()
+    matching = [i for i in ids if query.lower() in i.lower()] if query else ids
+    note = ""
+    if sort not in SORTS:
+        sort = "id"
+    if sort != "id" and len(matching) > SORT_LIMIT:
+        note = (f"{len(matching):,} sessions match: sorted by id; narrow the filter to "
+                f"{SORT_LIMIT:,} or fewer to sort by {sort}")
+        sort = "id"
+    pages = max(1, -(-len(matching) // SESSIONS_PAGE))
+    page = min(max(1, page), pages)
+    if sort == "id":
+        ordered = sorted(matching, reverse=desc)
+        chosen = ordered[(page - 1) * SESSIONS_PAGE: page * SESSIONS_PAGE]
+        rows = [info for info in map(_info, [store.session(i) for i in chosen]) if info]
+    else:
+        infos = [info for info in map(_info, [store.session(i) for i in matching]) if info]
+        infos.sort(key=lambda info: _sort_key(info, sort), reverse=desc)
+        rows = infos[(page - 1) * SESSIONS_PAGE: page * SESSIONS_PAGE]
+    return SessionsPage(rows, len(ids), len(matching), page, pages, sort, desc, query, note)
+
+
+def _info(s: memvault.Session) -> SessionInfo | None:
+    return s.info()  # None: expired or deleted since the list was read
+
+
+def _sort_key(info: SessionInfo, sort: str) -> Any:
+    if sort == "expires":
+        return (info.expires_at is None, info.expires_at.timestamp() if info.expires_at else 0)
+    return {"version": info.version, "length": info.length,
+            "updated": info.updated_at.timestamp()}[sort]
+
+
+@dataclass
+class Item:
+    """One message of the timeline, as it was added, and whether it is visible now."""
+
+    message: Message
+    visible: bool
+    arguments: dict[str, str] = field(default_factory=dict)  # tool call id -> pretty JSON
+    content: str = ""
+
+
+@dataclass
+class Entry:
+    """One event of the timeline and the messages it added."""
+
+    event: Event
+    items: list[Item]
+    more: int = 0  # messages of the event not shown (over PAGE_MESSAGES)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One page of a session's timeline, oldest entry first."""
+
+    info: SessionInfo
+    entries: list[Entry]
+    snapshots: list[Snapshot]
+    versions: list[int]  # the oldest kept and the two newest (the diff's defaults)
+    older: int | None  # the ``before`` of the next older page, None: this is the first
+    newer: int | None  # the ``before`` of the next newer page (0: the newest page)
+    dropped: str = ""  # events compacted away before the oldest kept one
+
+
+def timeline(store: memvault.Store, session_id: str, before: int | None = None) -> Timeline | None:
+    """The page of events with versions below ``before`` (None: the newest page)."""
+    s = store.session(session_id)
+    info = s.info()
+    if info is None:
+        return None
+    events = s.log()
+    end = len(events) if before is None else sum(1 for e in events if e.version < before)
+    start = _start(events, end)
+    page = events[start:end]
+    visible = _visible_ids(s, info, events[start:])
+    entries = [Entry(e, []) for e in page]
+    for run in _runs(entries):
+        _fill(s, run, visible, info.version)
+    newer = None
+    if end < len(events):  # the newest page whose window still reaches this one's end
+        ends = [k for k in range(end + 1, len(events) + 1) if _start(events, k) <= end]
+        newer = 0 if ends[-1] == len(events) else events[ends[-1]].version
+    dropped = ""
+    if events and events[0].version > 1:
+        dropped = (f"events before version {events[0].version} were dropped by "
+                   "compact(keep_events=...)")
+    versions = sorted({e.version for e in events})
+    return Timeline(info, entries, s.snapshots(), versions[:1] + versions[-2:],
+                    page[0].version if start > 0 and page else None, newer, dropped)
+
+
+def _start(events: list[Event], end: int) -> int:
+    """Where the page ending before ``events[end]`` starts: back until it holds
+    ``PAGE_MESSAGES`` messages (each event other than an append counts one), never
+    splitting the events of one version."""
+    start, count = end, 0
+    while start > 0 and count < PAGE_MESSAGES:
+        start -= 1
+        count += max(1, _added(events[start]))
+    while 0 < start < end and events[start - 1].version == events[start].version:
+        start -= 1
+    return start
+
+
+def _added(event: Event) -> int:
+    return int(event.detail.get("messages", 0)) if event.op == "append" else 0
+
+
+def _visible_ids(s: memvault.Session, info: SessionInfo, since: list[Event]) -> set[str]:
+    """Ids of the visible messages among those added by ``since`` and later."""
+    added = sum(_added(e) for e in since) + sum(info.length for e in since if e.op == "fork")
+    return {m.id for m in s.history(last=min(info.length, added))} if added else set()
+
+
+def _runs(entries: list[Entry]) -> list[list[Entry]]:
+    """Consecutive appends, each one's head after the previous one's: one read each."""
+    runs: list[list[Entry]] = []
+    for entry in entries:
+        e = entry.event
+        if e.op not in ("append", "fork"):
+            continue
+        if runs and e.op == "append" and runs[-1][-1].event.head_after == e.head_before:
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+    return runs
+
+
+def _at(s: memvault.Session, version: int, last: int, current: int) -> list[Message]:
+    """``history(last=, at_version=version)``; at the current version, the plain read
+    (no second log read), kept only if the version did not move meanwhile."""
+    if version == current:
+        messages = s.history(last=last)
+        info = s.info()
+        if info is not None and info.version == current:
+            return messages
+    return s.history(last=last, at_version=version)
+
+
+def _fill(s: memvault.Session, run: list[Entry], visible: set[str], current: int) -> None:
+    """Read the messages a run of entries added, newest ``PAGE_MESSAGES`` at most."""
+    last = run[-1].event
+    wanted = [_added(x.event) for x in run] if last.op == "append" else [None]
+    total = sum(n or 0 for n in wanted) if last.op == "append" else None
+    limit = PAGE_MESSAGES if total is None else min(total, PAGE_MESSAGES)
+    try:
+        messages = _at(s, last.version, limit, current)
+    except VersionNotFoundError as exc:  # compacted meanwhile
+        run[-1].note = str(exc)
+        return
+    if total is None:  # a fork: the whole copied history
+        run[0].items = [_item(m, m.id in visible) for m in messages]
+        return
+    skipped = total - len(messages)
+    for entry, n in zip(run, wanted, strict=True):
+        n = n or 0
+        shown = max(0, n - skipped)
+        entry.more, skipped = n - shown, max(0, skipped - n)
+        entry.items = [_item(m, m.id in visible) for m in messages[:shown]]
+        messages = messages[shown:]
+
+
+def _item(m: Message, visible: bool) -> Item:
+    args = {c.id: _pretty(c.arguments) for c in m.tool_calls or []}
+    content = m.content if isinstance(m.content, str) or m.content is None else \
+        json.dumps(m.content, ensure_ascii=False, indent=2)
+    return Item(m, visible, args, content or "")
+
+
+def _pretty(arguments: str) -> str:
+    """Tool call arguments indented when they are JSON; else as the model emitted them."""
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False, indent=2)
+    except ValueError:
+        return arguments
+
+
+@dataclass(frozen=True)
+class Diff:
+    """What changed between two states of a session, by message id."""
+
+    a: str
+    b: str
+    added: list[Item]
+    hidden: list[Item]
+    kept: int
+
+
+def resolve(s: memvault.Session, ref: str) -> list[Message]:
+    """A state named ``v<N>`` (a version), or ``<snapshot name>``."""
+    if ref[:1] == "v" and ref[1:].isdigit():
+        return s.history(at_version=int(ref[1:]))
+    for snap in s.snapshots():
+        if snap.name == ref:
+            return s.history(at_version=snap.version)
+    raise memvault.SnapshotNotFoundError(f"session {s.id!r} has no snapshot {ref!r}")
+
+
+def diff(store: memvault.Store, session_id: str, a: str, b: str) -> Diff:
+    """Messages added and hidden going from state ``a`` to state ``b``."""
+    s = store.session(session_id)
+    old, new = resolve(s, a), resolve(s, b)
+    old_ids, new_ids = {m.id for m in old}, {m.id for m in new}
+    return Diff(a, b, [_item(m, True) for m in new if m.id not in old_ids],
+                [_item(m, False) for m in old if m.id not in new_ids],
+                len(old_ids & new_ids))

@@ -1,0 +1,129 @@
+"""The import graph of ``src/memvault``: no cycle, and no backend importing upward.
+
+Every import counts, also those inside functions (a lazy import is still a dependency).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).parents[1] / "src"
+PACKAGE = SRC / "memvault"
+
+# What a backend module may import from memvault besides memvault.backends itself:
+# the low modules every layer shares.
+BACKEND_MAY_IMPORT = {
+    "memvault.errors",
+    "memvault.messages",
+    "memvault.model",
+    "memvault.backends",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The memvault modules ``name`` imports (``from a import b`` counts ``a.b`` when
+    that is a module, else ``a``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports_of(name, path, known) for name, path in mods.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert cycles(graph()) == []
+
+
+def test_backends_import_only_low_modules() -> None:
+    upward = {
+        (name, dep)
+        for name, deps in graph().items() if name.startswith("memvault.backends")
+        for dep in deps
+        if not any(dep == low or dep.startswith(low + ".") for low in BACKEND_MAY_IMPORT)
+    }
+    assert upward == set()
+
+
+def test_the_version_is_written_once() -> None:
+    """pyproject.toml reads it from the package; the installed metadata agrees."""
+    import importlib.metadata
+    import re
+
+    import memvault
+
+    pyproject = (SRC.parent / "pyproject.toml").read_text("utf-8")
+    assert re.search(r"^version\s*=", pyproject, re.M) is None
+    assert re.search(r'^dynamic = \["version"\]', pyproject, re.M)
+    assert importlib.metadata.version("memvault") == memvault.__version__
+
+
+def test_the_license_is_the_full_mit_text() -> None:
+    text = (SRC.parent / "LICENSE").read_text("utf-8")
+    assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text

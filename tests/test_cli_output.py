@@ -1,0 +1,269 @@
+"""What the memvault command prints: stored data exactly (never as markup, control
+characters escaped), big sessions streamed, JSON Lines for scripts, and one line on
+stderr with exit code 1 for every user mistake."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+import memvault
+from memvault import Message
+from memvault.cli import app
+from tests.support.backends import BACKENDS
+
+SHARED = ["postgres", "redis", "sqlite"]  # the backends two processes can share
+
+
+def cli(*args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(app, list(args), input=stdin)
+
+
+@pytest.fixture(params=SHARED)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return BACKENDS[request.param](request, tmp_path)
+
+
+def assert_one_line_error(result: Result, *words: str) -> None:
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr and "╭" not in result.stderr
+    for word in words:
+        assert word in result.stderr, (word, result.stderr)
+
+
+def assert_no_raw_controls(text: str) -> None:
+    for c in ("\x1b", "\x00", "\x07", "\x9b", "\r"):
+        assert c not in text, (c, text[:400])
+
+
+HOSTILE_ID = "[/x] \x1b]0;pwned\x07 \x1b[2J nul\x00 two\nlines"
+
+
+def test_stored_text_is_printed_literally(url: str) -> None:
+    """Markup-like text is shown as is; control characters come out escaped."""
+    with memvault.open(url) as store:
+        s = store.session(HOSTILE_ID)
+        s.append([Message.user("Use arr[i] and [bold]x[/bold]"), Message.assistant("[/x]"),
+                  Message.user("bell\x07 clear\x1b[2J csi\x9b end")])
+        s.snapshot("[v1]")
+        store.session("plain").append([Message.user("hi")])
+    listed = cli("--url", url, "sessions")
+    assert listed.exit_code == 0, listed.output
+    assert_no_raw_controls(listed.stdout)
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3, lines  # header + one line per session, however hostile the id
+    assert "[/x] \\x1b]0;pwned\\x07 \\x1b[2J nul\\x00 two\\nlines" in listed.stdout
+    assert any(line.startswith("plain") for line in lines)
+    for command in ("show", "log", "snapshots"):
+        done = cli("--url", url, command, HOSTILE_ID)
+        assert done.exit_code == 0, (command, done.output)
+        assert_no_raw_controls(done.stdout)
+    shown = cli("--url", url, "show", HOSTILE_ID).stdout
+    assert "Use arr[i] and [bold]x[/bold]" in shown and "[/x]" in shown
+    assert "bell\\x07 clear\\x1b[2J csi\\x9b end" in shown
+    assert "[v1]" in cli("--url", url, "snapshots", HOSTILE_ID).stdout
+
+
+def test_errors_print_urls_and_ids_literally(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/[draft]notes.db"
+    memvault.open(url).close()
+    assert_one_line_error(cli("--url", url, "show", "[/x]\x1b[2J"),
+                          "[draft]notes.db", "'[/x]\\x1b[2J'")
+
+
+def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "memvault.backends.redis", raising=False)
+    monkeypatch.setitem(sys.modules, "redis", None)
+    assert_one_line_error(cli("--url", "redis://127.0.0.1:6379/10", "sessions"),
+                          "pip install 'memvault[redis]'")
+
+
+def test_json_lines_on_every_read_command(url: str) -> None:
+    with memvault.open(url) as store:
+        s = store.session("a")
+        s.append([Message.user("one"), Message.assistant("two")])
+        s.snapshot("cp")
+    sessions = [json.loads(x) for x in cli("--url", url, "sessions", "--json").stdout.splitlines()]
+    assert [(x["session_id"], x["version"], x["length"]) for x in sessions] == [("a", 1, 2)]
+    shown = [json.loads(x) for x in cli("--url", url, "show", "a", "--json").stdout.splitlines()]
+    assert [x["position"] for x in shown] == [1, 2]
+    assert [Message.model_validate(x["message"]).content for x in shown] == ["one", "two"]
+    log = [json.loads(x) for x in cli("--url", url, "log", "a", "--json").stdout.splitlines()]
+    assert [e["op"] for e in log] == ["append", "snapshot"] and "T" in log[0]["at"]
+    snaps = [json.loads(x) for x in
+             cli("--url", url, "snapshots", "a", "--json").stdout.splitlines()]
+    assert [(x["name"], x["length"], x["auto"]) for x in snaps] == [("cp", 2, False)]
+
+
+def test_last_shows_real_positions_and_log_shows_dates(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        store.session("s").append([Message.user(f"m{i}") for i in range(1, 6)])
+        day = store.session("s").log()[0].at.strftime("%Y-%m-%d")
+    rows = cli("--url", url, "show", "s", "--last", "2").stdout.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["4", "5"] and rows[0].split()[-1] == "m4"
+    assert day in cli("--url", url, "log", "s").stdout
+
+
+def test_long_content_is_cut_unless_full(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.db"
+    big = "x" * (4 * 1024 * 1024 - 200)
+    with memvault.open(url) as store:
+        store.session("s").append([Message.user(big), Message.user("line one\nline two")])
+    cut = cli("--url", url, "show", "s").stdout
+    assert len(cut) < 2000 and "--full" in cut and "line one\\nline two" in cut
+    whole = cli("--url", url, "show", "s", "--full").stdout
+    assert big in whole and "line one\n" in whole
+
+
+def test_many_messages_stream_one_line_each(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        s = store.session("s")
+        for start in range(0, 20_000, 1000):
+            s.append([Message.user(f"message {i}") for i in range(start, start + 1000)])
+    lines = cli("--url", url, "show", "s").stdout.splitlines()
+    assert len(lines) == 20_001 and lines[-1].split()[0] == "20000"
+
+
+def test_a_terminal_gets_a_pager(tmp_path: Path) -> None:
+    """On a terminal, output longer than the screen goes through $PAGER."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        store.session("s").append([Message.user(f"message {i}") for i in range(200)])
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdout is the terminal
+        os.environ.update(PAGER=f"{sys.executable} -c \"import sys; "
+                          f"sys.stdout.write('PAGED ' + str(len(sys.stdin.readlines())))\"",
+                          LINES="24", COLUMNS="80")
+        os.execv(sys.executable, [sys.executable, "-m", "memvault", "--url", url, "show", "s"])
+    output = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, output
+    assert b"PAGED 201" in output, output[-300:]
+
+
+@pytest.mark.parametrize("args", [
+    ["show"], ["show", "a", "--lats", "3"], ["show", "a", "--last", "abc"], ["nosuchcommand"],
+    ["show", "a", "--last", "-1"],
+])
+def test_usage_errors_are_one_line(args: list[str], tmp_path: Path) -> None:
+    assert_one_line_error(cli("--url", f"sqlite:///{tmp_path}/x.db", *args))
+
+
+def test_out_of_range_last_is_refused_alike(url: str) -> None:
+    with memvault.open(url) as store:
+        store.session("a").append([Message.user("x")])
+    for n in ("99999999999999999999", str(2**63)):
+        assert_one_line_error(cli("--url", url, "show", "a", "--last", n),
+                              "InvalidArgumentError", "last")
+        assert_one_line_error(cli("--url", url, "compact", "--yes", "--keep-events", n),
+                              "InvalidArgumentError", "keep_events")
+
+
+def test_demo_on_memory_says_why() -> None:
+    assert_one_line_error(cli("--url", "memory://", "demo"), "memory://", "process")
+
+
+CTRL_C = """
+import sys
+import memvault.cli
+
+
+class Ready:  # says "ready" once the command reads its input, i.e. runs
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def __iter__(self):
+        print("ready", flush=True)
+        return iter(self.stream)
+
+
+class Stdin:
+    buffer = Ready(sys.stdin.buffer)
+
+
+sys.stdin = Stdin()
+sys.argv = ["memvault", "import", "-"]
+memvault.cli.main()
+"""
+
+
+def test_ctrl_c_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C], cwd=tmp_path, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            env={**os.environ, "MEMVAULT_URL": f"sqlite:///{tmp_path}/x.db"})
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stderr
+    assert stderr == "error: interrupted\n"
+
+
+def test_version_and_help_names() -> None:
+    done = cli("--version")
+    assert done.exit_code == 0 and done.stdout.strip() == f"memvault {memvault.__version__}"
+    helped = cli("show", "--help").stdout
+    assert "SESSION" in helped and "{session}" not in helped
+
+
+def test_counts_are_singular_when_one(tmp_path: Path) -> None:
+    src, dst = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
+    with memvault.open(src) as store:
+        store.session("a").append([Message.user("x")])
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(cli("--url", src, "export").stdout, encoding="utf-8")
+    done = cli("--url", dst, "import", str(dump))
+    assert done.exit_code == 0 and "imported 1 session: 'a'" in done.stdout
+
+
+def test_compact_asks_first(tmp_path: Path) -> None:
+    """compact deletes for good: it asks on a terminal, and needs --yes otherwise."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        s = store.session("a")
+        s.append([Message.user("x")])
+        s.pop()
+    assert_one_line_error(cli("--url", url, "compact"), "--yes")
+    with memvault.open(url) as store:
+        assert len(store.session("a").log()) == 2
+    done = cli("--url", url, "compact", "--yes", "--keep-events", "0")
+    assert done.exit_code == 0 and "removed 1 message, 2 events" in done.stdout
+
+
+def test_demo_says_it_replaces_an_earlier_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/demo.db"
+    first = subprocess.run([sys.executable, "-m", "memvault", "--url", url, "demo"],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "50"},
+                           timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert "replaced the session" not in first.stdout
+    assert "memvault rollback memvault-demo 'auto:pre-rollback@v3'" in first.stdout
+    again = subprocess.run([sys.executable, "-m", "memvault", "--url", url, "demo"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "replaced the session 'memvault-demo'" in again.stdout

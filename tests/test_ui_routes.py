@@ -1,0 +1,253 @@
+"""The inspector's routes through Starlette's TestClient, on every backend."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from starlette.testclient import TestClient
+
+import memvault
+from memvault import Message
+from memvault.ui import create_app
+from tests.support.inspector import HOSTILE, HOSTILE_ID, HOSTILE_LINK, free_port, seed
+
+TOKEN = "test-token-0123456789"
+
+
+@pytest.fixture
+def store(any_store_url: str) -> Iterator[memvault.Store]:
+    with memvault.open(any_store_url) as store:
+        yield store
+
+
+def client(store: memvault.Store, *, writes: bool = False) -> TestClient:
+    return TestClient(create_app(store, allow_writes=writes, token=TOKEN))
+
+
+def test_sessions_list_filters_sorts_and_pages(store: memvault.Store) -> None:
+    for i in range(120):
+        store.session(f"user-{i:03d}").append([Message.user("hi")] * 1 if i % 2 else
+                                              [Message.user("a"), Message.user("b")])
+    store.session("other").append([Message.user("x")])
+    c = client(store)
+    first = c.get("/").text
+    assert "121" in first and "page 1 of 3" in first
+    assert "other" in first and "user-048" in first and "user-049" not in first
+    last = c.get("/?page=3").text
+    assert "user-099" in last and "user-119" in last and "user-098" not in last
+    assert "user-001" in c.get("/?q=USER-00").text and "other" not in c.get("/?q=user").text
+    desc = c.get("/?order=desc").text
+    assert desc.index("user-119") < desc.index("user-118")
+    by_length = c.get("/?sort=length&order=desc&q=user-00").text
+    rows = re.findall(r'class="sid" href="/s/(user-00\d)"', by_length)
+    assert rows[:5] == ["user-000", "user-002", "user-004", "user-006", "user-008"]
+
+
+def test_sessions_list_reads_info_of_one_page_only(store: memvault.Store,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(60):
+        store.session(f"s{i:02d}").append([Message.user("hi")])
+    calls: list[str] = []
+    original = memvault.Session.info
+
+    def counted(self: memvault.Session) -> memvault.SessionInfo | None:
+        calls.append(self.id)
+        return original(self)
+
+    monkeypatch.setattr(memvault.Session, "info", counted)
+    assert client(store).get("/?page=2").status_code == 200
+    assert calls == [f"s{i:02d}" for i in range(50, 60)]
+
+
+def test_timeline_shows_events_roles_tools_and_hidden_messages(store: memvault.Store) -> None:
+    seed(store)
+    page = client(store).get("/s/agent-1")
+    assert page.status_code == 200
+    html = page.text
+    for version, op in [(1, "append"), (2, "append"), (2, "snapshot"), (3, "append"),
+                        (4, "rollback"), (5, "append"), (6, "pop"), (7, "trim")]:
+        assert re.search(rf'<span class="ver">v{version}</span> <span class="op">{op}</span>',
+                         html), (version, op)
+    assert html.index(">v3<") < html.index(">v4<") < html.index(">v7<")
+    assert 'class="msg role-tool"' in html and 'class="msg role-assistant"' in html
+    anchor = "call-" + b"call_1".hex()
+    assert f'id="{anchor}"' in html and f'href="#{anchor}"' in html
+    assert "&#34;city&#34;: &#34;Paris&#34;" in html  # pretty-printed, indented JSON
+    hidden = re.findall(r'class="msg role-(\w+) hidden"', html)
+    assert sorted(hidden) == ["assistant", "system", "user", "user"]  # rolled back, trimmed, popped
+    assert "auto:pre-rollback@v3" in html and "snapshot good" in html
+
+
+def test_content_is_escaped_and_the_policy_forbids_inline_script(store: memvault.Store) -> None:
+    seed(store)
+    store.session(HOSTILE_ID).append([Message.user(HOSTILE)])
+    c = client(store)
+    for path in ("/s/agent-1", "/", f"/s/{quote(HOSTILE_ID, safe='')}",
+                 "/s/agent-1/diff?a=v2&b=v3"):
+        response = c.get(path)
+        assert response.status_code == 200, path
+        assert "<script>document" not in response.text and "<img src=x" not in response.text
+        assert "<b>sion</b>" not in response.text
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+    html = c.get("/s/agent-1").text
+    assert "&lt;script&gt;document.title=" in html
+    assert f'href="{HOSTILE_LINK}' not in html and HOSTILE_LINK in html
+
+
+def test_diff_between_versions_and_snapshots(store: memvault.Store) -> None:
+    seed(store)
+    c = client(store)
+    html = c.get("/s/agent-1/diff?a=v2&b=v3").text
+    assert re.search(r'id="added-count">2<', html) and re.search(r'id="hidden-count">0<', html)
+    back = c.get("/s/agent-1/diff?a=auto%3Apre-rollback%40v3&b=good").text
+    assert re.search(r'id="added-count">0<', back) and re.search(r'id="hidden-count">2<', back)
+    assert "&lt;script&gt;" in back
+    now = c.get("/s/agent-1/diff?a=good&b=v7").text  # trimmed the system turn, added the answer
+    assert re.search(r'id="added-count">1<', now) and re.search(r'id="hidden-count">1<', now)
+    missing = c.get("/s/agent-1/diff?a=v1&b=v99")
+    assert missing.status_code == 400 and "VersionNotFoundError" in missing.text
+
+
+def test_unknown_session_is_404(store: memvault.Store) -> None:
+    assert client(store).get("/s/nope").status_code == 404
+
+
+def test_writes_are_refused_unless_allowed(store: memvault.Store) -> None:
+    seed(store)
+    c = client(store)
+    assert 'name="token"' not in c.get("/s/agent-1").text
+    response = c.post("/s/agent-1/do/rollback", data={"token": TOKEN, "name": "good"})
+    assert response.status_code == 403 and "--allow-writes" in response.text
+    assert store.session("agent-1").info().version == 7
+
+
+@pytest.mark.parametrize("headers, token", [
+    ({}, "wrong"),
+    ({}, ""),
+    ({"origin": "http://evil.example"}, TOKEN),
+    ({"origin": "null"}, TOKEN),
+    ({"sec-fetch-site": "cross-site"}, TOKEN),
+])
+def test_cross_site_or_tokenless_writes_are_refused(store: memvault.Store,
+                                                    headers: dict[str, str], token: str) -> None:
+    seed(store)
+    c = client(store, writes=True)
+    response = c.post("/s/agent-1/do/rollback", data={"token": token, "name": "good"},
+                      headers=headers)
+    assert response.status_code == 403
+    assert store.session("agent-1").info().version == 7
+
+
+def test_rollback_shows_the_saved_state_and_undo_restores_it(store: memvault.Store) -> None:
+    s = seed(store)
+    before = s.history()
+    c = client(store, writes=True)
+    assert f'value="{TOKEN}"' in c.get("/s/agent-1").text
+    done = c.post("/s/agent-1/do/rollback", data={"token": TOKEN, "name": "good"},
+                  headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"})
+    assert done.status_code == 200 and "auto:pre-rollback@v7" in done.text
+    assert len(s.history()) == 4
+    undo = c.post("/s/agent-1/do/rollback",
+                  data={"token": TOKEN, "name": "auto:pre-rollback@v7"})
+    assert undo.status_code == 200
+    assert s.history() == before
+
+
+def test_snapshot_and_fork_with_undo(store: memvault.Store) -> None:
+    s = seed(store)
+    c = client(store, writes=True)
+    snap = c.post("/s/agent-1/do/snapshot", data={"token": TOKEN, "name": "checked"})
+    assert "saved snapshot" in snap.text and [x.name for x in s.snapshots()][-1] == "checked"
+    fork = c.post("/s/agent-1/do/fork", data={"token": TOKEN, "new_id": "retry", "at": "good"})
+    assert fork.status_code == 200 and "forked from" in fork.text
+    assert [m.content for m in store.session("retry").history()][-1] == "18 C, sunny"
+    assert 'action="/s/retry/do/delete-fork"' in fork.text
+    gone = c.post("/s/retry/do/delete-fork", data={"token": TOKEN})
+    assert gone.status_code == 200 and store.session("retry").info() is None
+    store.session("retry2").append([Message.user("mine")])
+    kept = c.post("/s/retry2/do/delete-fork", data={"token": TOKEN})
+    assert kept.status_code == 400 and store.session("retry2").info() is not None
+    taken = c.post("/s/agent-1/do/fork", data={"token": TOKEN, "new_id": "retry2"})
+    assert taken.status_code == 400 and "ConflictError" in taken.text
+
+
+def test_store_password_never_appears() -> None:
+    with memvault.open("memory://") as store:
+        object.__setattr__(store.options, "url", "redis://user:s3cret-pw@db.example:6379/0")
+        seed(store)
+        c = client(store)
+        for path in ("/", "/s/agent-1", "/s/agent-1/diff?a=v1&b=v2", "/s/nope"):
+            text = c.get(path).text
+            assert "s3cret-pw" not in text and "user:***@db.example" in text
+
+
+def test_timeline_pages_a_long_session(store: memvault.Store) -> None:
+    """Newest page first; following 'older' links shows every message exactly once."""
+    s = store.session("long")
+    for i in range(30):
+        s.append([Message.user(f"turn {i}-{j}") for j in range(10)])
+    c = client(store)
+    path: str | None = "/s/long"
+    seen: list[str] = []
+    pages = 0
+    while path:
+        html = c.get(path).text
+        pages += 1
+        seen = re.findall(r"turn \d+-\d+", html) + seen
+        older = re.search(r'id="older" href="([^"]+)"', html)
+        path = older.group(1).replace("&amp;", "&") if older else None
+        assert pages == 1 or 'id="newer"' in html
+    assert pages >= 3
+    assert seen == [f"turn {i}-{j}" for i in range(30) for j in range(10)]
+
+
+def test_only_the_given_host_names_are_served() -> None:
+    """DNS rebinding: behind a loopback bind, another Host name gets 400, no data."""
+    with memvault.open("memory://") as store:
+        seed(store)
+        c = TestClient(create_app(store, allowed_hosts=["127.0.0.1", "localhost"]),
+                       base_url="http://127.0.0.1:8737")
+        assert c.get("/s/agent-1").status_code == 200
+        evil = c.get("/s/agent-1", headers={"host": "evil.example:8737"})
+        assert evil.status_code == 400 and "Paris" not in evil.text
+
+
+def test_a_missing_ui_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "memvault.ui.app", raising=False)
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # as if the extra were not installed
+    with memvault.open("memory://") as store, \
+            pytest.raises(memvault.ConfigurationError, match=r"memvault\[ui\]"):
+        create_app(store)
+
+
+def test_a_compacted_log_says_where_it_starts(store: memvault.Store) -> None:
+    seed(store)
+    store.compact(keep_events=3)
+    html = client(store).get("/s/agent-1").text
+    assert "events before version 5 were dropped by compact" in html
+    assert ">v4<" not in html and ">v7<" in html
+    assert "VersionNotFoundError" in client(store).get("/s/agent-1/diff?a=v2&b=v7").text
+
+
+def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    url, port = f"sqlite:///{tmp_path / 'g.db'}", free_port()
+    with memvault.open(url) as store:
+        seed(store)
+    proc = subprocess.Popen([sys.executable, "-m", "memvault", "--url", url, "ui", "--port",
+                             str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(
+            f"memvault inspector on http://127.0.0.1:{port}/ (read-only)")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -22,7 +22,7 @@ class MemoryContract:
     @staticmethod
     def _nodes(store: Any, session_id: str) -> Any:
         backend = store.backend
-        backend = getattr(backend, "_backend", backend)  # the async face's thread wrapper
+        backend = getattr(backend, "backend", backend)  # the async face's thread wrapper
         assert isinstance(backend, MemoryBackend)
         return backend._data[session_id]
 

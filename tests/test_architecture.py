@@ -17,6 +17,7 @@ BACKEND_MAY_IMPORT = {
     "memvault.errors",
     "memvault.messages",
     "memvault.model",
+    "memvault.sansio",
     "memvault.backends",
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,25 +80,44 @@ def test_async_face_refuses_a_newer_schema_on_first_use(schema: str) -> None:
     asyncio.run(run())
 
 
+# The migrations as released before the functions moved to functions.sql: each
+# version's files created and replaced its functions themselves.
+HISTORY = Path(__file__).parent / "data" / "postgres_history"
+
+
+def as_released(schema: str, version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until ``monkeypatch.undo()``, memvault migrates as the release at ``version``
+    did; ``schema`` is migrated so now."""
+    import memvault.backends.postgres_migrations as pm
+
+    files = sorted(HISTORY.glob("*.sql"))[:version]
+    old = tuple(pm.Migration(int(f.name[:3]), f.stem, f.read_text("utf-8")) for f in files)
+    monkeypatch.setattr(pm, "migrations", lambda: old)
+    monkeypatch.setattr(pm, "functions", lambda: "-- released before functions.sql")
+    migrate(url_for(schema))
+
+
+def as_the_release_left_it(schema: str) -> None:
+    """Remove what only today's script adds (the record of the applied functions)."""
+    with admin() as conn:
+        conn.execute(f'DROP TABLE "{schema}".functions')
+
+
 @pytest.mark.parametrize("start", range(1, latest()))
 def test_an_older_schema_upgrades_and_keeps_its_data_and_refusals(
         schema: str, monkeypatch: pytest.MonkeyPatch, start: int) -> None:
-    """Failing: a later migration that does not apply over an older version (a function
-    it replaces changed its signature, an index it rebuilds is missing), or that changes
-    what append and snapshot return or refuse, or the log, once applied to a schema
-    holding data."""
-    import memvault.backends.postgres_migrations as pm
-
-    first = pm.migrations()[:start]
-    monkeypatch.setattr(pm, "migrations", lambda: first)
-    with admin() as conn:
-        conn.execute(pm.script(schema, apply=True))
+    """Failing: a later migration or functions.sql that does not apply over an older
+    released version (a function it replaces changed its signature, an index it
+    rebuilds is missing), or that changes what append and snapshot return or refuse,
+    or the log, once applied to a schema holding data."""
+    as_released(schema, start, monkeypatch)
     with memvault.open(url_for(schema)) as store:  # still version 1: no upgrade yet
         s = store.session("s")
         turn = [Message.user("a"), Message.assistant("b")]
         assert s.append(turn) == 1
         s.snapshot("cp")
     monkeypatch.undo()
+    as_the_release_left_it(schema)
     assert migrate(url_for(schema)) == MigrationResult(schema, start, latest())
     with memvault.open(url_for(schema)) as store:
         s = store.session("s")
@@ -110,6 +130,40 @@ def test_an_older_schema_upgrades_and_keeps_its_data_and_refusals(
         assert [m.content for m in s.history()] == ["a", "b", "c"]
         assert [(e.op, e.version) for e in s.log()] == [("append", 1), ("snapshot", 1),
                                                         ("append", 2)]
+
+
+def test_changed_functions_are_applied_without_a_migration(
+        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failing: an edit to functions.sql that never reaches a migrated schema, or a
+    release that silently runs on another release's functions with migrate=False."""
+    import memvault.backends.postgres_migrations as pm
+
+    migrate(url_for(schema))
+    probe = "CREATE FUNCTION @schema@._probe() RETURNS int LANGUAGE sql AS $$ SELECT 7 $$;"
+    changed = pm.functions() + "\n" + probe + "\n"
+    monkeypatch.setattr(pm, "functions", lambda: changed)
+    with pytest.raises(ConfigurationError, match="functions other than this memvault's"):
+        memvault.open(url_for(schema), migrate=False)
+    assert migrate(url_for(schema)) == MigrationResult(schema, latest(), latest())
+    assert _rows(f'SELECT "{schema}"._probe()') == [(7,)]
+    assert len(_rows(f'SELECT sha256 FROM "{schema}".functions')) == 1
+    with memvault.open(url_for(schema), migrate=False) as store:  # this release's now
+        assert store.session("s").append([Message.user("x")]) == 1
+    assert _rows(f'SELECT max(version) FROM "{schema}".migrations') == [(latest(),)]
+
+
+def test_the_released_latest_version_takes_the_functions_file(
+        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A schema a release at today's version migrated (no functions table) gets
+    functions.sql on the next migrate; migrate=False asks for it."""
+    as_released(schema, latest(), monkeypatch)
+    monkeypatch.undo()
+    as_the_release_left_it(schema)
+    with pytest.raises(ConfigurationError, match="memvault migrate"):
+        memvault.open(url_for(schema), migrate=False)
+    assert migrate(url_for(schema)) == MigrationResult(schema, latest(), latest())
+    with memvault.open(url_for(schema), migrate=False) as store:
+        assert store.session("s").append([Message.user("x")]) == 1
 
 
 def test_migrate_false_only_checks(schema: str) -> None:

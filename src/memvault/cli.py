@@ -125,8 +125,12 @@ def store_url(url: str | None) -> str:
 
 
 @contextmanager
-def opened(url: str | None) -> Iterator[memvault.Store]:
-    with memvault.open(store_url(url)) as store:
+def opened(url: str | None, *, read_only: bool = False) -> Iterator[memvault.Store]:
+    """The store; ``read_only`` passes the backend's read-only options (SQLite:
+    ``mode=ro``: no file is created or changed, no lock is waited for)."""
+    target = store_url(url)
+    options = getattr(backend_module(target), "READ_ONLY", {}) if read_only else {}
+    with memvault.open(target, **options) as store:
         yield store
 
 
@@ -235,7 +239,7 @@ def demo(url: UrlOption = None) -> None:
 @app.command()
 def sessions(url: UrlOption = None, as_json: JsonOption = False) -> None:
     """List the live sessions."""
-    with opened(url) as store:
+    with opened(url, read_only=True) as store:
         infos = (info for info in map(lambda sid: store.session(sid).info(), store.sessions())
                  if info is not None)
         if as_json:
@@ -256,7 +260,7 @@ def show(
     url: UrlOption = None,
 ) -> None:
     """Print a session's history, oldest first, with each message's position."""
-    with opened(url) as store:
+    with opened(url, read_only=True) as store:
         s = store.session(session)
         messages = s.history(last=last)
         info = s.info()
@@ -273,7 +277,7 @@ def show(
 @app.command()
 def log(session: SessionArg, as_json: JsonOption = False, url: UrlOption = None) -> None:
     """Print a session's operation log: who changed what, and when."""
-    with opened(url) as store:
+    with opened(url, read_only=True) as store:
         s = existing(store, session)
         emit(json_line(_record(e)) for e in s.log()) if as_json else emit(log_lines(s))
 
@@ -281,7 +285,7 @@ def log(session: SessionArg, as_json: JsonOption = False, url: UrlOption = None)
 @app.command()
 def snapshots(session: SessionArg, as_json: JsonOption = False, url: UrlOption = None) -> None:
     """List a session's snapshots."""
-    with opened(url) as store:
+    with opened(url, read_only=True) as store:
         s = existing(store, session)
         emit(json_line(_record(x)) for x in s.snapshots()) if as_json \
             else emit(snapshot_lines(s))

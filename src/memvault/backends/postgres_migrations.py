@@ -1,8 +1,14 @@
 """Versioned migrations of memvault's PostgreSQL schema (no I/O here).
 
-Each file ``postgres_sql/NNN_name.sql`` is one migration, applied once, in
-order, and recorded in ``<schema>.migrations (version, name, applied_at)``. In
-the files, ``@schema@`` stands for the quoted schema name.
+Each file ``postgres_sql/NNN_name.sql`` is one migration of the tables, indexes,
+types and data, applied once, in order, and recorded in
+``<schema>.migrations (version, name, applied_at)``. The functions are not in
+migrations: ``postgres_sql/functions.sql`` holds the current definition of each
+one (``CREATE OR REPLACE``), applied after the migrations whenever its content
+differs from what the schema last applied (its SHA-256 is recorded in
+``<schema>.functions``), so a reader finds every function in one place and a
+change to one needs no migration. In the files, ``@schema@`` stands for the
+quoted schema name.
 
 :func:`script` renders the whole check-and-migrate as one SQL string, run by the
 sync and async faces alike: a ``DO`` block that takes a transaction-scoped
@@ -10,6 +16,11 @@ advisory lock (so two processes migrating at once apply each migration exactly
 once; the second waits, then finds nothing to do), refuses a schema newer than
 this code, applies what is missing, then a ``SELECT`` of the version found
 before. Without ``apply`` it only checks, and never needs the CREATE privilege.
+
+Processes of two memvault releases whose functions differ each re-apply their own
+when they open with ``migrate=True``; upgrade them together, or open with
+``migrate=False`` (which refuses functions other than its own) and run
+``memvault migrate`` once per release.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ _FILE_NAME = re.compile(r"(\d{3})_(\w+)\.sql")
 NEWER = "MV100"
 OLDER = "MV101"
 NOT_UTF8 = "MV102"
+OTHER_FUNCTIONS = "MV103"
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,13 @@ def migrations() -> tuple[Migration, ...]:
     if [m.version for m in found] != list(range(1, len(found) + 1)):
         raise RuntimeError(f"memvault's PostgreSQL migrations are incomplete: {found!r}")
     return tuple(found)
+
+
+@functools.cache
+def functions() -> str:
+    """The text of ``postgres_sql/functions.sql``: every function's current definition."""
+    folder = resources.files("memvault.backends").joinpath("postgres_sql")
+    return folder.joinpath("functions.sql").read_text("utf-8")
 
 
 def latest() -> int:
@@ -90,25 +109,28 @@ def script(schema: str, *, apply: bool) -> str:
     """The check-and-migrate SQL: one DO block, then ``SELECT`` the version found before.
 
     Raises SQLSTATE :data:`NEWER` (detail: the version found) for a schema newer
-    than this code, :data:`OLDER` when ``apply`` is false and the schema is behind,
+    than this code; when ``apply`` is false, :data:`OLDER` for a schema behind and
+    :data:`OTHER_FUNCTIONS` for one whose functions are not this code's;
     :data:`NOT_UTF8` unless the database encoding is UTF8.
     """
     q = quote(schema)
     steps = []
     for m in migrations():
         tag = f"$memvault_{m.version}$"
-        body = m.sql.replace(PLACEHOLDER, q)
-        if tag in body or "$memvault$" in body:
-            raise RuntimeError(f"migration {m.name} contains a reserved dollar-quote tag")
+        body = _render(m.name, m.sql, q, tag)
         steps.append(
             f"    IF v_current < {m.version} THEN\n"
             f"        EXECUTE {tag}{body}{tag};\n"
             f"        INSERT INTO {q}.migrations (version, name)\n"
             f"        VALUES ({m.version}, '{m.name}');\n"
             f"    END IF;\n")
+    tag = "$memvault_functions$"
+    body = _render("functions.sql", functions(), q, tag)
+    sha = hashlib.sha256(functions().encode()).hexdigest()
     return f"""DO $memvault$
 DECLARE
     v_current integer := 0;
+    v_functions boolean := false;
 BEGIN
     IF current_setting('server_encoding') <> 'UTF8' THEN
         RAISE EXCEPTION 'memvault needs a UTF8 database, not %',
@@ -118,16 +140,23 @@ BEGIN
     IF to_regclass('{q}.migrations') IS NOT NULL THEN
         SELECT coalesce(max(version), 0) INTO v_current FROM {q}.migrations;
     END IF;
+    IF to_regclass('{q}.functions') IS NOT NULL THEN
+        SELECT EXISTS (SELECT 1 FROM {q}.functions WHERE sha256 = '{sha}') INTO v_functions;
+    END IF;
     PERFORM set_config('memvault.schema_before', v_current::text, true);
     IF v_current > {latest()} THEN
         RAISE EXCEPTION 'schema is newer than this memvault'
             USING ERRCODE = '{NEWER}', DETAIL = v_current;
     END IF;
-    IF v_current = {latest()} THEN
+    IF v_current = {latest()} AND v_functions THEN
         RETURN;
     END IF;
-    IF NOT {str(apply).lower()} THEN
+    IF NOT {str(apply).lower()} AND v_current < {latest()} THEN
         RAISE EXCEPTION 'schema needs migrating' USING ERRCODE = '{OLDER}', DETAIL = v_current;
+    END IF;
+    IF NOT {str(apply).lower()} THEN
+        RAISE EXCEPTION 'schema functions are not this memvault''s'
+            USING ERRCODE = '{OTHER_FUNCTIONS}';
     END IF;
     IF to_regnamespace('{q}') IS NULL THEN
         CREATE SCHEMA {q};
@@ -139,8 +168,27 @@ BEGIN
             applied_at timestamptz NOT NULL DEFAULT now()
         );
     END IF;
-{"".join(steps)}END $memvault$;
+{"".join(steps)}    IF to_regclass('{q}.functions') IS NULL THEN
+        CREATE TABLE {q}.functions (
+            sha256 text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        );
+    END IF;
+    IF NOT v_functions THEN
+        EXECUTE {tag}{body}{tag};
+        DELETE FROM {q}.functions;
+        INSERT INTO {q}.functions (sha256) VALUES ('{sha}');
+    END IF;
+END $memvault$;
 SELECT current_setting('memvault.schema_before')::integer"""
+
+
+def _render(name: str, sql: str, q: str, tag: str) -> str:
+    """A SQL file with the schema filled in, checked to be safe inside ``tag``."""
+    body = sql.replace(PLACEHOLDER, q)
+    if tag in body or "$memvault$" in body:
+        raise RuntimeError(f"{name} contains a reserved dollar-quote tag")
+    return body
 
 
 def refusal(state: str, detail: str, schema: str, where: str) -> ConfigurationError | None:
@@ -153,6 +201,11 @@ def refusal(state: str, detail: str, schema: str, where: str) -> ConfigurationEr
         return ConfigurationError(
             f"{where}: schema {schema!r} is at version {detail}, this memvault needs "
             f"{latest()}: run `memvault migrate --url ...` or open with migrate=True")
+    if state == OTHER_FUNCTIONS:
+        return ConfigurationError(
+            f"{where}: schema {schema!r} holds functions other than this memvault's (another "
+            f"release applied its own): run `memvault migrate --url ...` or open with "
+            f"migrate=True")
     if state == NOT_UTF8:
         return ConfigurationError(f"{where}: memvault needs a database with UTF8 encoding")
     return None

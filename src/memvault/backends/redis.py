@@ -29,10 +29,11 @@ Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import redis
 import redis.asyncio
@@ -55,14 +56,12 @@ from redis.exceptions import (
 from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.redis_ops import (
     FETCH_FIELDS,
-    Done,
     Eval,
     Layout,
     Op,
     Operations,
     Request,
     Scan,
-    advance,
 )
 from memvault.backends.url import boolean, read_options, redact
 from memvault.errors import (
@@ -73,6 +72,7 @@ from memvault.errors import (
 )
 from memvault.messages import Record
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
+from memvault.sansio import drive, drive_async
 
 T = TypeVar("T")
 
@@ -128,6 +128,12 @@ def settings(url: str, **options: Any) -> Settings:
     merged = {**DEFAULTS, **given.merged}
     _check(shown, merged)
     passed = given.passed_on
+    databases = [parts.path.strip("/")] if scheme != "unix" else []
+    databases += [unquote_plus(p.partition("=")[2]) for p in passed if p.startswith("db=")]
+    for database in databases:
+        if database and not re.fullmatch("[0-9]+", database):
+            raise ConfigurationError(
+                f"{shown}: the database is a number (redis://host:port/0), not {database!r}")
     if merged["cluster"] and (scheme == "unix" or parts.path.strip("/") not in ("", "0")
                               or any(p.partition("=")[0] == "db" for p in passed)):
         raise ConfigurationError(
@@ -223,10 +229,7 @@ class RedisBackend:
             raise translate(exc, self._shown) from exc
 
     def _run(self, op: Op[T]) -> T:
-        step = advance(op, None)
-        while not isinstance(step, Done):
-            step = advance(op, self._send(step))
-        return step.value
+        return drive(op, self._send)
 
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
@@ -321,10 +324,7 @@ class AsyncRedisBackend:
             raise translate(exc, self._shown) from exc
 
     async def _run(self, op: Op[T]) -> T:
-        step = advance(op, None)
-        while not isinstance(step, Done):
-            step = advance(op, await self._send(step))
-        return step.value
+        return await drive_async(op, self._send)
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write

@@ -19,7 +19,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
@@ -93,21 +93,7 @@ class Fetch:
 
 Request = Eval | Scan | Fetch
 Op = Generator[Request, Any, T]
-
-
-@dataclass(frozen=True)
-class Done(Generic[T]):
-    """An operation's result."""
-
-    value: T
-
-
-def advance(op: Op[T], reply: Any) -> Request | Done[T]:
-    """Give ``op`` the reply to its last request; get its next request or its result."""
-    try:
-        return op.send(reply)
-    except StopIteration as done:
-        return Done(done.value)
+"""An operation: run by :func:`memvault.sansio.drive` (or ``drive_async``)."""
 
 
 class Layout:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from memvault.backends.base import Backend, Stored
 from memvault.backends.engine import Engine, Node, Row, check_chain, decoded, json_object
@@ -110,6 +112,10 @@ def _event(session_id: str, r: Sequence[Any]) -> Event:
         r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json_object(r[8])))
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _driver_error(db: sqlite3.Connection, exc: sqlite3.Error) -> BackendError:
     """memvault's error for a driver's, once an open transaction is rolled back.
 
@@ -118,7 +124,7 @@ def _driver_error(db: sqlite3.Connection, exc: sqlite3.Error) -> BackendError:
     """
     if db.in_transaction:
         db.execute("ROLLBACK")
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+    if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
         return BackendUnavailableError(f"SQLite database is locked: {exc}")
     name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
     return BackendError(f"SQLite failed: {exc} ({name})" if name else f"SQLite failed: {exc}")
@@ -232,13 +238,21 @@ class SqliteBackend(Engine):
         durability: ``"full"`` (fsync every commit) or ``"normal"``.
         busy_timeout: seconds a writer waits for the lock before
             :class:`~memvault.errors.BackendUnavailableError`.
+        mode: ``"rwc"`` (default: read, write, create the file) or ``"ro"``: read
+            only, never creating or changing a file (a missing one is "no such store").
     """
 
-    def __init__(self, path: str, durability: str = "full", busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: str, durability: str = "full", busy_timeout: float = 30.0,
+                 mode: str = "rwc") -> None:
         if durability not in ("full", "normal"):
             raise ConfigurationError(f"durability must be 'full' or 'normal', not {durability!r}")
+        if mode not in ("rwc", "ro"):
+            raise ConfigurationError(f"mode must be 'rwc' or 'ro', not {mode!r}")
         check_seconds("busy_timeout", busy_timeout, zero_ok=True)
+        if mode == "ro" and not os.path.isfile(path):
+            raise ConfigurationError(f"no such store: {path!r} does not exist")
         self.path = path
+        self._read_only = mode == "ro"
         self._synchronous = durability.upper()
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
@@ -254,8 +268,10 @@ class SqliteBackend(Engine):
         if self._closed:
             raise BackendUnavailableError("the store is closed")
         try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                 timeout=self._busy_ms / 1000)
+            target, uri = (f"file:{quote(self.path)}?mode=ro", True) if self._read_only \
+                else (self.path, False)
+            db = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
+                                 timeout=self._busy_ms / 1000, uri=uri)
             db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             db.execute(f"PRAGMA synchronous = {self._synchronous}")
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
@@ -266,28 +282,43 @@ class SqliteBackend(Engine):
         return db
 
     def _migrate(self) -> None:
+        """Bring the schema up to date. A store that is up to date already is opened
+        without the write lock (and without writing), so readers never wait for a
+        writer; read-only (``mode=ro``), an older schema is refused."""
         try:
             db = self._connect()
+            if self._schema(db) == SCHEMA_VERSION:
+                return
+            if self._read_only:
+                raise ConfigurationError(
+                    f"{self.path!r} has schema {self._schema(db)}, not {SCHEMA_VERSION}: open "
+                    "it read-write once to upgrade it")
             if db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
                 raise ConfigurationError(f"{self.path!r}: SQLite could not switch to WAL mode")
             with self._begin(db, "IMMEDIATE"):
-                current = db.execute("PRAGMA user_version").fetchone()[0]
-                if current > SCHEMA_VERSION:
-                    raise ConfigurationError(
-                        f"{self.path!r} was written by a newer memvault (schema {current}; this "
-                        f"version reads up to {SCHEMA_VERSION}): upgrade memvault")
-                for version in range(current + 1, SCHEMA_VERSION + 1):
+                for version in range(self._schema(db) + 1, SCHEMA_VERSION + 1):
                     for statement in MIGRATIONS[version].split(";"):
                         if statement.strip():
                             db.execute(statement)
                     db.execute(f"PRAGMA user_version = {version}")
         except sqlite3.DatabaseError as exc:
             self.close()
+            if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
+                raise BackendUnavailableError(f"SQLite database is locked: {exc}") from exc
             raise ConfigurationError(f"{self.path!r} is not a usable SQLite database: {exc}") \
                 from exc
         except (BackendError, ConfigurationError):
             self.close()
             raise
+
+    def _schema(self, db: sqlite3.Connection) -> int:
+        """The file's schema version; raises if a newer memvault wrote it."""
+        current: int = db.execute("PRAGMA user_version").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"{self.path!r} was written by a newer memvault (schema {current}; this "
+                f"version reads up to {SCHEMA_VERSION}): upgrade memvault")
+        return current
 
     @staticmethod
     @contextlib.contextmanager
@@ -337,14 +368,17 @@ class SqliteBackend(Engine):
 
 
 # The options of a SQLite store, and how to read their text in a URL's query.
-OPTIONS: dict[str, Callable[[str], Any]] = {"durability": str, "busy_timeout": float}
+OPTIONS: dict[str, Callable[[str], Any]] = {"durability": str, "busy_timeout": float,
+                                             "mode": str}
+READ_ONLY = {"mode": "ro"}
+"""The options that open a store read-only (what ``memvault``'s read commands pass)."""
 
 
 def open_backend(url: str, **options: Any) -> Backend:
     """Open ``sqlite:///relative.db`` or ``sqlite:////abs/path.db``.
 
     The options may also be given in the URL's query, e.g.
-    ``sqlite:///agent.db?durability=normal&busy_timeout=5``; keywords win. Anything
+    ``sqlite:///agent.db?durability=normal&busy_timeout=5&mode=ro``; keywords win. Anything
     else after the path (another parameter, a fragment) is refused rather than taken
     as part of the file name.
     """

@@ -46,6 +46,7 @@ from memvault.errors import (
     MemvaultError,
 )
 from memvault.messages import Message, new_message_id
+from memvault.sansio import drive, drive_async
 from memvault.store import Session
 
 MAX_ID = 256  # Message.id's max_length
@@ -169,32 +170,27 @@ def _holds_run(visible: list[Message], batch: list[Message]) -> bool:
     return any(visible[start:start + n] == batch for start in range(len(visible) - n, -1, -1))
 
 
-def _advance(plan: Plan, outcome: Any) -> Append | Read | None:
-    try:
-        return plan.send(outcome)
-    except StopIteration:
-        return None
-
-
 def run_plan(session: Session, plan: Plan) -> None:
     """Run a plan on a sync session."""
-    step = _advance(plan, None)
-    while step is not None:
+
+    def perform(step: Append | Read) -> Any:
         try:
-            outcome: Any = (session.history(step.last) if isinstance(step, Read)
-                            else session.append(step.messages))
+            return session.history(step.last) if isinstance(step, Read) \
+                else session.append(step.messages)
         except DuplicateMessageError as exc:
-            outcome = exc
-        step = _advance(plan, outcome)
+            return exc
+
+    drive(plan, perform)
 
 
 async def arun_plan(session: AsyncSession, plan: Plan) -> None:
     """Run a plan on an async session; it never touches a sync store."""
-    step = _advance(plan, None)
-    while step is not None:
+
+    async def perform(step: Append | Read) -> Any:
         try:
-            outcome: Any = await (session.history(step.last) if isinstance(step, Read)
-                                  else session.append(step.messages))
+            return await (session.history(step.last) if isinstance(step, Read)
+                          else session.append(step.messages))
         except DuplicateMessageError as exc:
-            outcome = exc
-        step = _advance(plan, outcome)
+            return exc
+
+    await drive_async(plan, perform)

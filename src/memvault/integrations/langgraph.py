@@ -45,6 +45,7 @@ from memvault.aio import AsyncStore, open_async
 from memvault.errors import ConfigurationError
 from memvault.integrations._common import missing_extra
 from memvault.messages import Message
+from memvault.sansio import drive, drive_async
 from memvault.store import Store
 from memvault.store import open as open_store
 
@@ -135,32 +136,14 @@ def _call(store: Any, step: _Step) -> Any:
     return store.sessions()
 
 
-@dataclass(frozen=True)
-class _Done:
-    value: Any
-
-
-def _advance(plan: _Plan, outcome: Any) -> _Step | _Done:
-    try:
-        return plan.send(outcome)
-    except StopIteration as stop:
-        return _Done(stop.value)
-
-
 def _run(store: Store, plan: _Plan) -> Any:
     """Run a plan on a sync store."""
-    step = _advance(plan, None)
-    while not isinstance(step, _Done):
-        step = _advance(plan, _call(store, step))
-    return step.value
+    return drive(plan, lambda step: _call(store, step))
 
 
 async def _arun(store: AsyncStore, plan: _Plan) -> Any:
     """Run a plan on an async store; it never touches a sync one."""
-    step = _advance(plan, None)
-    while not isinstance(step, _Done):
-        step = _advance(plan, await _call(store, step))
-    return step.value
+    return await drive_async(plan, lambda step: _call(store, step))
 
 
 def _where(config: RunnableConfig) -> tuple[str, str]:

@@ -449,10 +449,8 @@ def _reachable(session_id: str, links: dict[int, tuple[int, int]],
     """
     keep: set[int] = set()
     for head, base in set(pointers):
-        if head == 0:
-            continue  # an empty history
         if head not in links:
-            raise CorruptRecordError(session_id, None, f"message node {head} is missing")
+            continue  # nothing above the base (a cleared head is garbage itself), or none
         node, depth = head, links[head][1]
         while depth > base:
             if node not in links or links[node][1] != depth:

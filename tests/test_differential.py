@@ -28,8 +28,9 @@ TTL = 100.0
 STEPS = 150
 SEEDS = range(4)
 
-SESSIONS = ["a", "b", "'; DROP TABLE sessions; --", "{tag}:x", "nul\x00id", "emoji 🙂",
+SESSIONS = ["a", "'; DROP TABLE sessions; --", "{tag}:x", "nul\x00id", "emoji 🙂",
             "slash/and\\back", "s" * 512]
+WEIGHTS = [8, 5, 4, 1, 1, 1, 1]  # most operations meet on a few sessions
 NAMES = ["cp", "two", "auto:pre-rollback@v2", "名前", "x" * 256]
 TEXTS = ["hi", "", "\x00", "\u202eRTL", "🙂𝄞", "quote \" and '", "line\nbreak", "é" * 50]
 
@@ -51,7 +52,8 @@ class Script:
         self.rng = random.Random(seed)
         self.seed = seed
         self.count = 0
-        self.sent: list[list[Message]] = []
+        self.sent: dict[str, list[list[Message]]] = {}
+        self.names: dict[str, list[str]] = {}  # snapshot names asked for, per session
 
     def message(self) -> Message:
         rng = self.rng
@@ -73,32 +75,43 @@ class Script:
         return Message(role=rng.choice(["user", "assistant", "system"]),
                        content=rng.choice(TEXTS), **fields)
 
-    def batch(self) -> list[Message]:
-        roll = self.rng.random()
-        if self.sent and roll < 0.1:
-            return self.rng.choice(self.sent)  # an idempotent retry
-        if self.sent and roll < 0.15:  # a batch mixing stored and new ids
-            return [self.rng.choice(self.sent)[0], self.message()]
+    def batch(self, sid: str) -> list[Message]:
+        roll, sent = self.rng.random(), self.sent.setdefault(sid, [])
+        if sent and roll < 0.1:
+            return self.rng.choice(sent)  # an idempotent retry
+        if sent and roll < 0.15:  # a batch mixing stored and new ids
+            return [self.rng.choice(sent)[0], self.message()]
         batch = [self.message() for _ in range(self.rng.randint(1, 3))]
-        self.sent.append(batch)
+        sent.append(batch)
         return batch
+
+    def name(self, sid: str, *, new: bool) -> str:
+        """A snapshot name: mostly a new one to take, or one taken already (or an
+        auto-saved one) to roll back or fork at."""
+        taken = self.names.setdefault(sid, [])
+        if not new:
+            if taken and self.rng.random() < 0.85:
+                return self.rng.choice(taken[-3:])
+            return f"auto:pre-rollback@v{self.rng.randrange(1, 6)}"
+        name = f"{self.rng.choice(NAMES)}{self.rng.randrange(3)}"[:256]
+        taken.append(name)
+        return name
 
     def step(self) -> tuple[str, Callable[[Any, Clock], Any]]:
         """One operation: its description and how to run it on a store."""
         rng = self.rng
-        sid = rng.choice(SESSIONS)
-        name = rng.choice(NAMES)
+        sid = rng.choices(SESSIONS, weights=WEIGHTS)[0]
         op = rng.choices(
             ["append", "append_cas", "history", "info", "pop", "trim", "clear", "snapshot",
              "snapshots", "rollback", "fork", "log", "delete", "sessions", "compact",
              "tick"],
             weights=[14, 4, 6, 3, 4, 2, 1, 3, 2, 3, 2, 2, 1, 1, 1, 3])[0]
         if op == "append":
-            batch = self.batch()
+            batch = self.batch(sid)
             return f"append {sid!r} {[m.id for m in batch]}", \
                 lambda st, _: st.session(sid).append(batch)
         if op == "append_cas":
-            batch, expect = self.batch(), rng.randrange(4)
+            batch, expect = self.batch(sid), rng.randrange(4)
             return f"append {sid!r} {[m.id for m in batch]} expect_version={expect}", \
                 lambda st, _: st.session(sid).append(batch, expect_version=expect)
         if op == "history":
@@ -108,9 +121,11 @@ class Script:
             keep = rng.randrange(4)
             return f"trim {sid!r} {keep}", lambda st, _: st.session(sid).trim(keep)
         if op in ("snapshot", "rollback"):
+            name = self.name(sid, new=op == "snapshot")
             return f"{op} {sid!r} {name!r}", lambda st, _: getattr(st.session(sid), op)(name)
         if op == "fork":
-            new, at = rng.choice(SESSIONS), rng.choice([None, name])
+            new = rng.choice([*SESSIONS, "fork-1", "fork-2", "fork-3"])
+            at = rng.choice([None, self.name(sid, new=False)])
             return f"fork {sid!r} -> {new!r} at={at!r}", \
                 lambda st, _: st.session(sid).fork(new, at=at).history()
         if op == "sessions":
@@ -119,7 +134,7 @@ class Script:
             keep = rng.choice([None, 0, 1, 3])
             return f"compact keep_events={keep}", lambda st, _: st.compact(keep)
         if op == "tick":
-            seconds = rng.choice([1.0, 30.0, TTL + 1])
+            seconds = rng.choices([1.0, 30.0, TTL + 1], weights=[3, 2, 1])[0]
 
             def tick(_: Any, clock: Clock) -> None:
                 clock.now += seconds

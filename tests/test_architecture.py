@@ -128,3 +128,24 @@ def test_the_version_is_written_once() -> None:
 def test_the_license_is_the_full_mit_text() -> None:
     text = (SRC.parent / "LICENSE").read_text("utf-8")
     assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text
+
+
+def third_party_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_torture_command_and_its_tools_need_no_pytest() -> None:
+    """memvault.checks and memvault.torture run without pytest, and take nothing from
+    the pytest toolkit (memvault.testing builds on memvault.checks, not the reverse)."""
+    edges = graph()
+    mods = modules()
+    for name in edges:
+        if name.startswith(("memvault.checks", "memvault.torture")):
+            assert not {d for d in edges[name] if d.startswith("memvault.testing")}, name
+            assert not third_party_imports(mods[name]) & {"pytest", "hypothesis", "syrupy"}, name

@@ -61,7 +61,7 @@ def test_plugin_import_is_light() -> None:
     """A project that installs memvault but never uses the toolkit pays only for pytest
     (and memvault's core) when pytest loads the plugin."""
     heavy = ["hypothesis", "syrupy", "memvault.testing.contract", "memvault.testing.guard",
-             "memvault.testing.lostwrites", "memvault.testing.state", "memvault.transfer"]
+             "memvault.checks.lostwrites", "memvault.testing.state", "memvault.transfer"]
     code = ("import sys, memvault.testing.plugin; "
             f"print([m for m in {heavy!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

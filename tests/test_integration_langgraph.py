@@ -232,3 +232,21 @@ def test_a_value_that_does_not_extend_its_parent_is_stored_whole(any_store_url: 
         ("human", "turn 0, edited", []), ("ai", "echo: turn 0", []),
         ("ai", "echo: turn 1", []), ("human", "turn 2", []), ("ai", "echo: turn 2", []),
         ("human", "last", []), ("ai", "echo: last", [])]
+
+
+def test_a_saver_sees_what_another_saver_did_to_the_thread(any_store_url: str) -> None:
+    from tests.support.langgraph_graphs import echo_graph
+
+    with memvault.open(any_store_url) as store:
+        mine, other = echo_graph(MemvaultSaver(store)), echo_graph(MemvaultSaver(store))
+        cfg = {"configurable": {"thread_id": "shared"}}
+        mine.invoke({"messages": [HumanMessage("one")]}, cfg)
+        assert len(mine.get_state(cfg).values["messages"]) == 2  # mine now knows the thread
+        other.invoke({"messages": [HumanMessage("two")]}, cfg)
+        assert shape(mine.get_state(cfg).values["messages"])[-1] == ("ai", "echo: two", [])
+        other.checkpointer.delete_thread("shared")  # then the same number of writes again
+        other.invoke({"messages": [HumanMessage("three")]}, cfg)
+        other.invoke({"messages": [HumanMessage("four")]}, cfg)
+        assert shape(mine.get_state(cfg).values["messages"]) == [
+            ("human", "three", []), ("ai", "echo: three", []),
+            ("human", "four", []), ("ai", "echo: four", [])]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from memvault.checks.lostwrites import checksum
 from memvault.testing import LostWriteReport, analyze_history, check_concurrent_appends
-from memvault.testing.lostwrites import checksum
 
 
 def test_clean_run_on_sqlite(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from redis.crc import key_slot
 
 import memvault
 from memvault.backends.redis_ops import Layout
+from memvault.checks.opener import Opener
 from memvault.errors import BackendUnavailableError
 from memvault.testing import AsyncStoreContract, StoreContract
 from memvault.testing.contract.inputs import WEIRD_IDS
-from memvault.testing.opener import Opener
 from tests.support.redis import RedisContract, RedisServer, flushed, redis_cluster
 
 

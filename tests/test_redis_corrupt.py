@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from memvault.backends.redis_ops import Layout
+from memvault.checks.opener import Opener
 from memvault.errors import CorruptRecordError
 from memvault.messages import Message
-from memvault.testing.opener import Opener
 from tests.support.redis import flushed, raw_client
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memvault.testing.opener import Opener
+from memvault.checks.opener import Opener
 from memvault.testing.workers import turn
 from tests.support.redis import RedisServer
 

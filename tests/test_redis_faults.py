@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from memvault.checks.opener import Opener
 from memvault.errors import BackendError, BackendUnavailableError, OutcomeUnknownError
 from memvault.messages import Message
-from memvault.testing.opener import Opener
 from memvault.testing.workers import turn
 from tests.support.redis import RedisServer, ReplyDropper
 

@@ -8,9 +8,9 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 import memvault
+from memvault.checks.opener import Opener
 from memvault.testing import workers
 from memvault.testing.contract.concurrency import check_interleaving
-from memvault.testing.opener import Opener
 from tests.support.redis import flushed
 
 WRITERS = [f"p{i}" for i in range(8)]

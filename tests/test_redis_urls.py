@@ -12,9 +12,9 @@ import pytest
 import memvault
 from memvault.backends.redis import settings
 from memvault.backends.redis_ops import Layout
+from memvault.checks.opener import Opener
 from memvault.errors import BackendUnavailableError, ConfigurationError
 from memvault.messages import Message
-from memvault.testing.opener import Opener
 from tests.support.redis import RedisServer, flushed, free_port, raw_client
 
 

@@ -22,7 +22,7 @@ import pytest
 
 import memvault
 from memvault import CorruptRecordError, MemvaultError, Message, SnapshotNotFoundError
-from memvault.testing.opener import Opener
+from memvault.checks.opener import Opener
 
 SECRET = "pw-s3cret-Zq9"
 SRC = Path(memvault.__file__).parent

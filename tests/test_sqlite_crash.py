@@ -30,7 +30,7 @@ from memvault import BackendError, Message
 from memvault.backends.base import Write
 from memvault.backends.engine import Row, Txn
 from memvault.backends.sqlite import SqliteBackend
-from memvault.testing.opener import Opener
+from memvault.checks.opener import Opener
 
 pytestmark = pytest.mark.slow
 SPAWN = multiprocessing.get_context("spawn")

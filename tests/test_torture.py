@@ -21,7 +21,7 @@ import pytest
 
 import memvault
 from memvault import ConfigurationError
-from memvault.testing.opener import Opener
+from memvault.checks.opener import Opener
 from memvault.torture import Settings, audit_history, audit_records, run_torture
 from tests.support.broken import LosingBackend, SnapshotWipingBackend, TearingBackend
 

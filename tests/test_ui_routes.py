@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -231,6 +233,11 @@ def test_a_compacted_log_says_where_it_starts(store: memvault.Store) -> None:
     store.compact(keep_events=3)
     html = client(store).get("/s/agent-1").text
     assert "events before version 5 were dropped by compact" in html
+    earlier = html[html.index('<section class="earlier">'):html.index("</section>",
+                                                                    html.index('"earlier"'))]
+    assert "the history just before version 5" in earlier
+    assert re.findall(r'class="msg role-(\w+)( hidden)?"', earlier) == [
+        ("system", " hidden"), ("user", ""), ("assistant", ""), ("tool", "")]
     assert ">v4<" not in html and ">v7<" in html
     assert "VersionNotFoundError" in client(store).get("/s/agent-1/diff?a=v2&b=v7").text
 
@@ -248,6 +255,24 @@ def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path)
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith(
             f"memvault inspector on http://127.0.0.1:{port}/ (read-only)")
+        for _ in range(100):  # the line is printed just before the server binds
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/s/agent-1", timeout=5)
+                break
+            except httpx.ConnectError:
+                time.sleep(0.05)
+        assert page.status_code == 200 and "Weather in Paris?" in page.text  # read-only store
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_forged_done_or_undo_link_shows_nothing(store: memvault.Store) -> None:
+    """Only a write of this run reports itself: a crafted link cannot show a fake
+    'done' banner or an undo button that would roll back somewhere else."""
+    seed(store)
+    c = client(store, writes=True)
+    forged = c.get("/s/agent-1?done=rolled+back&undo=rollback%3Agood&sig=00").text
+    assert 'id="done"' not in forged and 'id="undo"' not in forged
+    real = c.post("/s/agent-1/do/rollback", data={"token": TOKEN, "name": "good"})
+    assert 'id="undo"' in real.text

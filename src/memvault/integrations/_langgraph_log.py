@@ -39,6 +39,7 @@ the first one counts. Writes resolve like LangGraph's own savers: per
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -183,56 +184,55 @@ def entries(messages: Sequence[Message]) -> list[Entry]:
             for m in messages]
 
 
-class Chain:
-    """What a saver remembers of a thread's chain (node bodies never change).
-
-    A later read need only fetch the newest nodes: ``merge`` joins them to the
-    remembered ones at the newest node both hold (a node's ancestors are fixed, so
-    the chain before it is the remembered one), and checks the result against the
-    session's visible length, so a trim, a rollback or a writer racing the two
-    reads makes the saver read the whole chain instead.
-    """
-
-    def __init__(self, nodes: list[Entry]) -> None:
-        self.nodes = nodes
-        self.index = {node: i for i, (node, _) in enumerate(nodes)}
-
-    def merge(self, newest: list[Entry], length: int) -> Chain | None:
-        for j in range(len(newest) - 1, -1, -1):
-            i = self.index.get(newest[j][0])
-            if i is not None:
-                merged = self.nodes[:i + 1] + newest[j + 1:]
-                return Chain(merged) if len(merged) == length else None
-        return None
-
-
 class ThreadLog:
     """A thread as read back: its checkpoints, writes and markers, indexed.
+
+    A saver keeps the log of the threads it read last (node bodies never change)
+    and brings it up to date with :meth:`extended` and the nodes appended since
+    (the session's newest ``info().length - len(order)`` nodes, checked to follow
+    the last one it holds: a node's ancestors are fixed, so the chain before it is
+    the one already indexed). A rollback, or a writer racing the two reads, fails
+    that check and the saver reads the whole chain instead.
 
     Raises CorruptRecordError (naming the session and the node's position) for a
     node whose body is not what this module writes, or a reference to a node the
     session does not hold (for instance hidden by a memvault trim or rollback).
     """
 
-    def __init__(self, thread_id: str, chain: Sequence[Entry],
-                 serde: SerializerProtocol) -> None:
+    def __init__(self, thread_id: str, chain: Sequence[Entry], serde: SerializerProtocol,
+                 stamp: Any = None) -> None:
         self.thread_id = thread_id
         self.serde = serde
         self.session = session_id(thread_id)
+        self.stamp = stamp  # the session's (created_at, version) when read, if known
+        self.order: list[str] = []
         self.nodes: dict[str, Body] = {}
         self.depth: dict[str, int] = {}
         self.first: dict[tuple[str, str], str] = {}  # (ns, checkpoint id) -> node
         self.writes: dict[tuple[str, str], list[Body]] = {}
-        self.hidden: set[str] = set()
-        for depth, (node, body) in enumerate(chain, 1):
+        self.hidden: frozenset[str] = frozenset()
+        self._load(chain)
+
+    def extended(self, newer: Sequence[Entry], stamp: Any) -> ThreadLog:
+        """A new log: this one followed by ``newer`` (this one is left unchanged)."""
+        log = copy.copy(self)
+        log.stamp = stamp
+        log.order, log.nodes, log.depth = list(self.order), dict(self.nodes), dict(self.depth)
+        log.first, log.writes = dict(self.first), dict(self.writes)
+        log._load(newer)
+        return log
+
+    def _load(self, chain: Sequence[Entry]) -> None:
+        for node, body in chain:
+            self.order.append(node)
             if body is None:
                 continue  # another writer's message: not LangGraph's
             try:
                 self._add(node, body)
             except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptRecordError(self.session, depth, f"bad LangGraph node: {exc!r}"
-                                         ) from exc
-            self.depth[node] = depth
+                raise CorruptRecordError(self.session, len(self.order),
+                                         f"bad LangGraph node: {exc!r}") from exc
+            self.depth[node] = len(self.order)
 
     def _add(self, node: str, body: Body) -> None:
         kind = body["kind"]
@@ -241,13 +241,14 @@ class ThreadLog:
             self.nodes[node] = body
             self.first.setdefault(key, node)
         elif kind == "writes":
-            self.writes.setdefault((str(body["ns"]), str(body["cp"])), []).append(body)
+            key = (str(body["ns"]), str(body["cp"]))
+            self.writes[key] = [*self.writes.get(key, ()), body]  # lists may be shared
         elif kind == "prune":
             keep = set(body["keep"])
-            self.hidden |= {n for n in self.nodes if n not in keep}
+            self.hidden = self.hidden | {n for n in self.nodes if n not in keep}
         elif kind == "forget_runs":
             runs = set(body["runs"])
-            self.hidden |= {n for n, b in self.nodes.items() if b.get("run") in runs}
+            self.hidden = self.hidden | {n for n, b in self.nodes.items() if b.get("run") in runs}
         else:
             raise ValueError(f"unknown kind {kind!r}")
 

@@ -65,7 +65,6 @@ try:
 
     from memvault.integrations._langgraph_log import (
         PREFIX,
-        Chain,
         Stored,
         ThreadLog,
         checkpoint_message,
@@ -80,8 +79,7 @@ except ImportError as _exc:  # pragma: no cover - exercised by simulating the im
 __all__ = ["MemvaultSaver"]
 
 CACHE_SIZE = 64  # checkpoints whose stored values a saver remembers to encode children
-CHAINS = 16  # threads whose chain a saver remembers, to read only their newest nodes
-WINDOW = 64  # how many of the newest nodes a read of a remembered thread fetches
+LOGS = 16  # threads whose log a saver keeps, to read only the nodes appended since
 
 
 @dataclass(frozen=True)
@@ -177,7 +175,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         self.store = store
         self.async_store = async_store
         self._cache: OrderedDict[tuple[str, str, str], dict[str, Stored]] = OrderedDict()
-        self._chains: OrderedDict[str, Chain] = OrderedDict()
+        self._logs: OrderedDict[str, ThreadLog] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -204,24 +202,29 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         with self._lock:
             for key in [k for k in self._cache if k[0] == session]:
                 del self._cache[key]
-            self._chains.pop(session, None)
+            self._logs.pop(session, None)
 
     def _read(self, thread_id: str) -> _Plan:
-        """Read a thread's log: its newest nodes if the saver remembers the rest."""
+        """Read a thread's log: only the nodes appended since, if the saver has the rest."""
         session = session_id(thread_id)
         with self._lock:
-            known = self._chains.get(session)
-        chain = None
-        if known is not None:
-            newest = entries((yield _Read(session, WINDOW)))
-            if len(newest) < WINDOW:
-                chain = Chain(newest)  # the whole visible chain
-            elif (info := (yield _Info(session))) is not None:
-                chain = known.merge(newest, info.length)
-        if chain is None:
-            chain = Chain(entries((yield _Read(session, None))))
-        self._remember(self._chains, session, chain, CHAINS)
-        return ThreadLog(thread_id, chain.nodes, self.serde)
+            known = self._logs.get(session)
+        info = yield _Info(session)
+        if info is None:
+            return ThreadLog(thread_id, [], self.serde)
+        stamp = (info.created_at, info.version)  # a thread deleted and made again differs
+        log = None
+        if known is not None and known.stamp == stamp:
+            log = known  # nothing changed
+        elif (known is not None and known.order and known.stamp[0] == info.created_at
+              and info.length >= len(known.order)):
+            newest = entries((yield _Read(session, info.length - len(known.order) + 1)))
+            if newest and newest[0][0] == known.order[-1]:
+                log = known.extended(newest[1:], stamp)
+        if log is None:
+            log = ThreadLog(thread_id, entries((yield _Read(session, None))), self.serde, stamp)
+        self._remember(self._logs, session, log, LOGS)
+        return log
 
     def _get_plan(self, config: RunnableConfig) -> _Plan:
         thread_id, ns = _where(config)

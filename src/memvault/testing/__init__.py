@@ -36,19 +36,19 @@ _WHERE = {
     "VersionsContract": "memvault.testing.contract",
     "WritesContract": "memvault.testing.contract",
     "ALL_CAPABILITIES": "memvault.testing.contract",
-    "Opener": "memvault.testing.opener",
-    "BackendFactory": "memvault.testing.opener",
-    "check_concurrent_appends": "memvault.testing.lostwrites",
-    "analyze_history": "memvault.testing.lostwrites",
-    "LostWriteReport": "memvault.testing.report",
-    "Finding": "memvault.testing.report",
+    "Opener": "memvault.checks.opener",
+    "BackendFactory": "memvault.checks.opener",
+    "check_concurrent_appends": "memvault.checks.lostwrites",
+    "analyze_history": "memvault.checks.lostwrites",
+    "LostWriteReport": "memvault.checks.report",
+    "Finding": "memvault.checks.report",
     "dump_state": "memvault.testing.state",
     "dump_state_async": "memvault.testing.state",
     "diff_states": "memvault.testing.state",
     "render_state": "memvault.testing.state",
     "StoreStateExtension": "memvault.testing.syrupy_ext",
-    "FaultInjector": "memvault.testing.faults",
-    "inject_faults": "memvault.testing.faults",
+    "FaultInjector": "memvault.checks.faults",
+    "inject_faults": "memvault.checks.faults",
     "StoreModel": "memvault.testing.model",
     "model_machine": "memvault.testing.model",
     "check_against_model": "memvault.testing.model",
@@ -107,6 +107,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from memvault.checks.faults import FaultInjector, inject_faults
+    from memvault.checks.lostwrites import analyze_history, check_concurrent_appends
+    from memvault.checks.opener import BackendFactory, Opener
+    from memvault.checks.report import Finding, LostWriteReport
     from memvault.testing.contract import (
         ALL_CAPABILITIES,
         CHAIN_DAMAGE,
@@ -125,11 +129,7 @@ if TYPE_CHECKING:
         VersionsContract,
         WritesContract,
     )
-    from memvault.testing.faults import FaultInjector, inject_faults
-    from memvault.testing.lostwrites import analyze_history, check_concurrent_appends
     from memvault.testing.model import StoreModel, check_against_model, model_machine
-    from memvault.testing.opener import BackendFactory, Opener
-    from memvault.testing.report import Finding, LostWriteReport
     from memvault.testing.seeds import copy_sqlite, open_seeded
     from memvault.testing.state import diff_states, dump_state, dump_state_async, render_state
     from memvault.testing.syrupy_ext import StoreStateExtension

@@ -27,9 +27,9 @@ from hypothesis.stateful import (
 )
 
 import memvault
+from memvault.checks.opener import Opener
 from memvault.messages import Message
 from memvault.model import Snapshot
-from memvault.testing.opener import Opener
 from memvault.testing.state import diff_states, dump_state
 
 WRITER = "model"

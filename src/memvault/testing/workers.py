@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memvault.checks.opener import Opener
 from memvault.messages import Message
-from memvault.testing.opener import Opener
 
 
 def turn(writer: str, i: int) -> list[Message]:

@@ -33,7 +33,7 @@ How the accounting works, per session:
    naming the message; a write the caller was told failed must not be there
    (``failed_but_present``).
 4. **The lost-write checker.** The messages of all nodes, in node order (the order
-   appends were applied), are handed to :func:`memvault.testing.report.audit` as the
+   appends were applied), are handed to :func:`memvault.checks.report.audit` as the
    ``final`` history, with one ``invoke`` and one outcome per turn (``ok`` if an
    attempt was acknowledged, else ``unknown`` if one may have applied, else
    ``failed``). It finds acknowledged turns that never reached the store (``lost``),
@@ -58,8 +58,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from memvault.testing.lostwrites import checksum, make_turn
-from memvault.testing.report import audit
+from memvault.checks.lostwrites import checksum, make_turn
+from memvault.checks.report import audit
 from memvault.torture.report import APPEND_RECORDS, TortureReport, count_operations, merge
 from memvault.torture.workers import wire
 

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from memvault.checks.opener import Opener
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.terminal import error, say
-from memvault.testing.opener import Opener
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
 from memvault.torture.runner import Settings, Status, cleanup, prepare, run_torture

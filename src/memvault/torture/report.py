@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from memvault.testing.report import MAX_SAMPLES, Finding
+from memvault.checks.report import MAX_SAMPLES, Finding
 
 # What each finding means is in memvault.torture.audit's docstring.
 VIOLATIONS = ("lost", "duplicated", "reordered", "torn", "corrupted", "unexpected",

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memvault.checks.opener import Opener
 from memvault.errors import ConfigurationError, CorruptRecordError
-from memvault.testing.opener import Opener
 from memvault.torture.workers import Plan, error_fields, wire, work
 from memvault.urls import redact
 

@@ -9,7 +9,7 @@ second record was cut short by a kill, and counts as ``unknown``.
 Appends use the lost-write checker's records (``invoke`` then ``ok``/``failed``/
 ``unknown``, with writer ``w``, turn ``t`` and the batch ``ids``) plus the session
 index ``s`` and the attempt ``a``; the batches are
-:func:`memvault.testing.lostwrites.make_turn` turns (unique ids, checksummed
+:func:`memvault.checks.lostwrites.make_turn` turns (unique ids, checksummed
 content). Other writes are ``call`` then ``done`` (``k`` = kind, ``n`` = call
 number); reads are one ``view`` record (``ids`` seen, ``bad`` = checksum failures)
 or a ``read_error``.
@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memvault.checks.faults import FaultInjector, inject_faults
+from memvault.checks.lostwrites import NOTHING_APPLIED, checksum, make_turn
+from memvault.checks.opener import Opener
 from memvault.errors import (
     BackendUnavailableError,
     CorruptRecordError,
@@ -38,9 +41,6 @@ from memvault.errors import (
     SnapshotNotFoundError,
 )
 from memvault.messages import Message
-from memvault.testing.faults import FaultInjector, inject_faults
-from memvault.testing.lostwrites import NOTHING_APPLIED, checksum, make_turn
-from memvault.testing.opener import Opener
 
 KINDS = ("append", "read", "snapshot", "pop", "rollback")
 WEIGHTS = (50, 20, 10, 12, 8)

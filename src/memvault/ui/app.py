@@ -18,6 +18,7 @@ synchronous :class:`memvault.Store`, which is safe across threads.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Sequence
@@ -36,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 
 import memvault
 from memvault.errors import MemvaultError
-from memvault.ui import views
+from memvault.ui import threads, views
 from memvault.urls import redact
 
 _HERE = resources.files("memvault.ui")
@@ -69,6 +70,10 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
     secret = token or secrets.token_urlsafe(32)
     label = redact(store.options.url)
 
+    def sign(done: str, undo: str) -> str:
+        message = f"{done}\0{undo}".encode()
+        return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         html = env.get_template(name).render(
             url=label, writes=allow_writes, token=secret if allow_writes else "", **context)
@@ -94,9 +99,11 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
         if view is None:
             return fail(request, 404, f"no live session {session_id!r}")
-        return page(request, "timeline.html", sid=session_id, t=view,
-                    done=request.query_params.get("done", ""),
-                    undo=request.query_params.get("undo", ""))
+        p = request.query_params
+        done, undo = p.get("done", ""), p.get("undo", "")
+        if not hmac.compare_digest(p.get("sig", ""), sign(done, undo)):
+            done = undo = ""  # only a write of this run reports itself (no forged undo)
+        return page(request, "timeline.html", sid=session_id, t=view, done=done, undo=undo)
 
     def compare(request: Request) -> Response:
         session_id, p = request.path_params["sid"], request.query_params
@@ -105,6 +112,16 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         except MemvaultError as exc:
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
         return page(request, "diff.html", sid=session_id, d=result)
+
+    def checkpoints(request: Request) -> Response:
+        session_id = request.path_params["sid"]
+        if not threads.is_thread(session_id):
+            return fail(request, 404, f"{session_id!r} is not a LangGraph thread")
+        try:
+            roots = threads.checkpoint_tree(store, session_id)
+        except MemvaultError as exc:
+            return fail(request, 400, f"{type(exc).__name__}: {exc}")
+        return page(request, "checkpoints.html", sid=session_id, roots=roots)
 
     async def write(request: Request) -> Response:
         if not allow_writes:
@@ -123,11 +140,12 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         except MemvaultError as exc:
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
         return RedirectResponse(f"/s/{quote(target, safe='')}?done={quote(done, safe='')}"
-                                f"&undo={quote(undo, safe='')}", 303)
+                                f"&undo={quote(undo, safe='')}&sig={sign(done, undo)}", 303)
 
     routes = [
         Route("/", sessions),
         Route("/s/{sid:path}/diff", compare),
+        Route("/s/{sid:path}/checkpoints", checkpoints),
         Route("/s/{sid:path}/do/{action}", write, methods=["POST"]),
         Route("/s/{sid:path}", session),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from memvault.checks.opener import BackendFactory, Opener
 from memvault.messages import Message
-from memvault.testing.opener import BackendFactory, Opener
 from memvault.testing.workers import turn
 
 __all__ = ["ContractBase", "texts", "turn", "users"]

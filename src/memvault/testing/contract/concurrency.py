@@ -8,10 +8,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from memvault.checks.lostwrites import check_concurrent_appends
 from memvault.messages import Message
 from memvault.testing import workers
 from memvault.testing.contract.base import ContractBase, turn
-from memvault.testing.lostwrites import check_concurrent_appends
 
 
 def check_interleaving(history: list[Message], writers: list[str], turns: int) -> None:

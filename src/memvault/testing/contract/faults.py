@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from memvault.checks.faults import inject_faults
 from memvault.errors import BackendUnavailableError, OutcomeUnknownError
 from memvault.testing.contract.base import ContractBase, texts, users
-from memvault.testing.faults import inject_faults
 
 
 class FaultsContract(ContractBase):

@@ -8,7 +8,7 @@ file before and after it is made: ``ok`` (acknowledged), ``failed`` (an error
 that guarantees nothing was applied: ``BackendUnavailableError``, bad input,
 conflicts) or ``unknown`` (``OutcomeUnknownError``, any other error, or a process
 that died mid-call). The parent then reads the final history and audits the
-file with :func:`analyze_history` (see :class:`~memvault.testing.report.LostWriteReport`
+file with :func:`analyze_history` (see :class:`~memvault.checks.report.LostWriteReport`
 for what each finding means). The file is kept, so a run can be re-checked.
 
 History file format (one JSON object per line, field ``e`` says which):
@@ -31,6 +31,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from memvault.checks.opener import Opener
+from memvault.checks.report import LostWriteReport, audit
 from memvault.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -39,8 +41,6 @@ from memvault.errors import (
     InvalidMessageError,
 )
 from memvault.messages import Message, Role
-from memvault.testing.opener import Opener
-from memvault.testing.report import LostWriteReport, audit
 from memvault.urls import redact
 
 # Errors that promise nothing was applied; everything else may have been.

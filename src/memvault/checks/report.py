@@ -115,7 +115,7 @@ class LostWriteReport:
 
 
 def audit(records: list[dict[str, Any]], checksum: Callable[[str, Any], str]) -> LostWriteReport:
-    """Audit the records of a history file (see :mod:`memvault.testing.lostwrites`)."""
+    """Audit the records of a history file (see :mod:`memvault.checks.lostwrites`)."""
     report = LostWriteReport()
     turns: dict[tuple[int, int], dict[str, Any]] = {}
     final: list[dict[str, Any]] = []

@@ -27,8 +27,8 @@ def test_a_thread_shows_its_checkpoints_as_a_tree(any_store_url: str) -> None:
         history = list(graph.get_state_history(cfg))
         c = TestClient(create_app(store))
         sid = quote("langgraph:t-1", safe="")
-        assert 'id="checkpoints"' in c.get(f"/s/{sid}").text
-        html = c.get(f"/s/{sid}/checkpoints").text
+        assert 'id="checkpoints"' in c.get(f"/session?id={sid}").text
+        html = c.get(f"/checkpoints?id={sid}").text
         assert html.count('class="checkpoint"') == len(history)
         assert all(s.config["configurable"]["checkpoint_id"] in html for s in history)
         # The first turn's last checkpoint has two children: the second turn and the update.
@@ -43,4 +43,4 @@ def test_a_thread_shows_its_checkpoints_as_a_tree(any_store_url: str) -> None:
         assert len(node.children) == 2
         assert html.index(path[0]) < html.index(branch) < html.index(node.children[1].id)
         assert len(re.findall(r'<ul class="tree">', html)) == len(history) - 1  # one per parent
-        assert c.get("/s/agent/checkpoints").status_code == 404
+        assert c.get("/checkpoints?id=agent").status_code == 404

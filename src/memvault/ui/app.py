@@ -91,7 +91,7 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         return page(request, "sessions.html", listing=listing, sorts=views.SORTS)
 
     def session(request: Request) -> Response:
-        session_id = request.path_params["sid"]
+        session_id = request.query_params.get("id", "")
         before = _int(request.query_params.get("before"), 0) or None
         try:
             view = views.timeline(store, session_id, before)
@@ -106,7 +106,8 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         return page(request, "timeline.html", sid=session_id, t=view, done=done, undo=undo)
 
     def compare(request: Request) -> Response:
-        session_id, p = request.path_params["sid"], request.query_params
+        p = request.query_params
+        session_id = p.get("id", "")
         try:
             result = views.diff(store, session_id, p.get("a", ""), p.get("b", ""))
         except MemvaultError as exc:
@@ -114,7 +115,7 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         return page(request, "diff.html", sid=session_id, d=result)
 
     def checkpoints(request: Request) -> Response:
-        session_id = request.path_params["sid"]
+        session_id = request.query_params.get("id", "")
         if not threads.is_thread(session_id):
             return fail(request, 404, f"{session_id!r} is not a LangGraph thread")
         try:
@@ -133,21 +134,22 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         action = _ACTIONS.get(request.path_params["action"])
         if action is None:
             return fail(request, 404, "unknown action")
-        session_id = request.path_params["sid"]
+        session_id = str(form.get("id", ""))
         try:
             target, done, undo = action(store.session(session_id),
                                         {k: str(v) for k, v in form.items()})
         except MemvaultError as exc:
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
-        return RedirectResponse(f"/s/{quote(target, safe='')}?done={quote(done, safe='')}"
+        return RedirectResponse(f"/session?id={quote(target, safe='')}&done={quote(done, safe='')}"
                                 f"&undo={quote(undo, safe='')}&sig={sign(done, undo)}", 303)
 
     routes = [
         Route("/", sessions),
-        Route("/s/{sid:path}/diff", compare),
-        Route("/s/{sid:path}/checkpoints", checkpoints),
-        Route("/s/{sid:path}/do/{action}", write, methods=["POST"]),
-        Route("/s/{sid:path}", session),
+        # Session ids travel as query or form values: any string, slashes included.
+        Route("/session", session),
+        Route("/diff", compare),
+        Route("/checkpoints", checkpoints),
+        Route("/do/{action}", write, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] \

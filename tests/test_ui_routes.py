@@ -212,6 +212,14 @@ def test_timeline_pages_a_long_session(store: memvault.Store) -> None:
         assert pages == 1 or 'id="newer"' in html
     assert pages >= 3
     assert seen == [f"turn {i}-{j}" for i in range(30) for j in range(10)]
+    # ...and 'newer' links from the oldest page lead back, missing nothing.
+    path = re.search(r'id="newer" href="([^"]+)"', html)
+    forward = set(re.findall(r"turn \d+-\d+", html))
+    while path:
+        html = c.get(path.group(1).replace("&amp;", "&")).text
+        forward |= set(re.findall(r"turn \d+-\d+", html))
+        path = re.search(r'id="newer" href="([^"]+)"', html)
+    assert forward == set(seen)
 
 
 def test_only_the_given_host_names_are_served() -> None:
@@ -302,3 +310,13 @@ def test_any_session_id_reaches_its_own_pages(store: memvault.Store) -> None:
         done = c.post("/do/rollback", data={"id": sid, "token": TOKEN, "name": "cp"})
         assert done.status_code == 200 and store.session(sid).info().version == 2
         assert f"text {i}" in c.get(f"/diff?id={quote(sid, safe='')}&a=v0&b=v2").text
+
+
+def test_a_fork_shows_what_it_copied_then_its_own_turns(store: memvault.Store) -> None:
+    s = store.session("src")
+    s.append([Message.user("copied 1"), Message.assistant("copied 2")])
+    s.fork("child").append([Message.user("own")])
+    html = client(store).get("/session?id=child").text
+    fork = html[html.index('<span class="op">fork</span>'):html.index(">v2<")]
+    assert "copied 1" in fork and "copied 2" in fork
+    assert "own" in html[html.index(">v2<"):]

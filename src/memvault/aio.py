@@ -84,7 +84,7 @@ class AsyncSession:
         return await self._backend.log(self.id, self._opts.now())
 
     async def delete(self) -> bool:
-        return await self._backend.delete(self.id)
+        return await self._backend.delete(self.id, self._opts.now())
 
 
 class AsyncStore:
@@ -121,5 +121,11 @@ class AsyncStore:
 
 def open_async(url: str | None = None, **options: Any) -> AsyncStore:
     """Open a store for asyncio; the same URLs and options as :func:`memvault.open`."""
+    return open_async_store(url, options)
+
+
+def open_async_store(url: str | None, options: dict[str, Any], module: Any = None) -> AsyncStore:
+    """:func:`open_async`, with ``module`` in place of the backend the URL names (see
+    :func:`memvault.store.open_store`)."""
     opts, backend_options = split_options(url, options)
-    return AsyncStore(open_async_backend(opts.url, backend_options), opts)
+    return AsyncStore(open_async_backend(opts.url, backend_options, module), opts)

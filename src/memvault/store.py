@@ -248,8 +248,14 @@ class Session:
         return self._backend.log(self.id, self._opts.now())
 
     def delete(self) -> bool:
-        """Physically remove every message, snapshot and event; True if it existed."""
-        return self._backend.delete(self.id)
+        """Physically remove every message, snapshot and event of the session.
+
+        Returns:
+            True if the session existed and had not expired; an expired session's
+            leftovers are removed too, and the answer is False, as every read already
+            answered that it did not exist.
+        """
+        return self._backend.delete(self.id, self._opts.now())
 
 
 class Store:
@@ -302,8 +308,14 @@ def open(url: str | None = None, **options: Any) -> Store:  # noqa: A001 - the p
     Raises:
         ConfigurationError: bad URL or option, or a missing optional dependency.
     """
+    return open_store(url, options)
+
+
+def open_store(url: str | None, options: dict[str, Any], module: Any = None) -> Store:
+    """:func:`open`, with ``module`` (an object with ``open_backend(url, **options)``, as
+    a URL scheme names) in place of the backend the URL's scheme names, if given."""
     opts, backend_options = split_options(url, options)
-    return Store(open_backend(opts.url, backend_options), opts)
+    return Store(open_backend(opts.url, backend_options, module), opts)
 
 
 __all__ = ["Options", "Session", "Store", "open"]

@@ -139,8 +139,10 @@ def timeline(store: memvault.Store, session_id: str, before: int | None = None) 
         _fill(s, run, visible, info.version)
     newer = None
     if end < len(events):  # the newest page whose window still reaches this one's end
-        ends = [k for k in range(end + 1, len(events) + 1) if _start(events, k) <= end]
-        newer = 0 if ends[-1] == len(events) else events[ends[-1]].version
+        reach = end + 1  # _start grows with its end: stop at the first that starts later
+        while reach < len(events) and _start(events, reach + 1) <= end:
+            reach += 1
+        newer = 0 if reach == len(events) else events[reach].version
     dropped, earlier, more = "", list[Item](), 0
     if start == 0 and (not events or events[0].version > 1):
         dropped, earlier, more = _before_log(s, info, events)
@@ -203,7 +205,8 @@ def _runs(entries: list[Entry]) -> list[list[Entry]]:
         e = entry.event
         if e.op not in ("append", "fork"):
             continue
-        if runs and e.op == "append" and runs[-1][-1].event.head_after == e.head_before:
+        previous = runs[-1][-1].event if runs else None
+        if previous and previous.op == e.op == "append" and previous.head_after == e.head_before:
             runs[-1].append(entry)
         else:
             runs.append([entry])

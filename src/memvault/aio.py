@@ -84,7 +84,7 @@ class AsyncSession:
         return await self._backend.log(self.id, self._opts.now())
 
     async def delete(self) -> bool:
-        return await self._backend.delete(self.id)
+        return await self._backend.delete(self.id, self._opts.now())
 
 
 class AsyncStore:

@@ -248,8 +248,14 @@ class Session:
         return self._backend.log(self.id, self._opts.now())
 
     def delete(self) -> bool:
-        """Physically remove every message, snapshot and event; True if it existed."""
-        return self._backend.delete(self.id)
+        """Physically remove every message, snapshot and event of the session.
+
+        Returns:
+            True if the session existed and had not expired; an expired session's
+            leftovers are removed too, and the answer is False, as every read already
+            answered that it did not exist.
+        """
+        return self._backend.delete(self.id, self._opts.now())
 
 
 class Store:

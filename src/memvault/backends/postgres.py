@@ -282,8 +282,8 @@ class PostgresBackend:
     def log(self, session_id: str, now: float) -> list[Event]:
         return self._run(self._calls.log(session_id, now))
 
-    def delete(self, session_id: str) -> bool:
-        return self._run(self._calls.delete(session_id))
+    def delete(self, session_id: str, now: float) -> bool:
+        return self._run(self._calls.delete(session_id, now))
 
     def sessions(self, now: float) -> list[str]:
         return self._run(self._calls.sessions(now))
@@ -368,8 +368,8 @@ class AsyncPostgresBackend:
     async def log(self, session_id: str, now: float) -> list[Event]:
         return await self._run(self._calls.log(session_id, now))
 
-    async def delete(self, session_id: str) -> bool:
-        return await self._run(self._calls.delete(session_id))
+    async def delete(self, session_id: str, now: float) -> bool:
+        return await self._run(self._calls.delete(session_id, now))
 
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._calls.sessions(now))

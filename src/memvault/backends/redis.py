@@ -267,8 +267,8 @@ class RedisBackend:
     def log(self, session_id: str, now: float) -> list[Event]:
         return self._run(self._ops.log(session_id, now))
 
-    def delete(self, session_id: str) -> bool:
-        return self._run(self._ops.delete(session_id))
+    def delete(self, session_id: str, now: float) -> bool:
+        return self._run(self._ops.delete(session_id, now))
 
     def sessions(self, now: float) -> list[str]:
         return self._run(self._ops.sessions(now))
@@ -362,8 +362,8 @@ class AsyncRedisBackend:
     async def log(self, session_id: str, now: float) -> list[Event]:
         return await self._run(self._ops.log(session_id, now))
 
-    async def delete(self, session_id: str) -> bool:
-        return await self._run(self._ops.delete(session_id))
+    async def delete(self, session_id: str, now: float) -> bool:
+        return await self._run(self._ops.delete(session_id, now))
 
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._ops.sessions(now))

@@ -24,6 +24,8 @@ _WHERE = {
     "StoreContract": "memvault.testing.contract",
     "BasicsContract": "memvault.testing.contract",
     "ConcurrencyContract": "memvault.testing.contract",
+    "CorruptionContract": "memvault.testing.contract",
+    "CHAIN_DAMAGE": "memvault.testing.contract",
     "DurabilityContract": "memvault.testing.contract",
     "FaultsContract": "memvault.testing.contract",
     "InputsContract": "memvault.testing.contract",
@@ -56,10 +58,12 @@ _WHERE = {
 
 __all__ = [
     "ALL_CAPABILITIES",
+    "CHAIN_DAMAGE",
     "AsyncStoreContract",
     "BackendFactory",
     "BasicsContract",
     "ConcurrencyContract",
+    "CorruptionContract",
     "DurabilityContract",
     "FaultInjector",
     "FaultsContract",
@@ -109,9 +113,11 @@ if TYPE_CHECKING:
     from memvault.checks.report import Finding, LostWriteReport
     from memvault.testing.contract import (
         ALL_CAPABILITIES,
+        CHAIN_DAMAGE,
         AsyncStoreContract,
         BasicsContract,
         ConcurrencyContract,
+        CorruptionContract,
         DurabilityContract,
         FaultsContract,
         InputsContract,

@@ -5,8 +5,9 @@ Poisson process (``kill_rate`` per second on average): each picks a worker at
 random, writer or reader, sends SIGKILL and starts a new incarnation in its place.
 At the end the workers are asked to stop; one that does not within ``grace``
 seconds is killed too (a *late* kill). Then a fresh handle reads every session's
-info, history, snapshots and log, and each snapshot's own history through a
-throwaway fork, and appends all of it to the history file for the audit.
+info, history, snapshots and log, each snapshot's own history through a
+throwaway fork, and the history before each pop, trim and clear (through
+``history(at_version=N)``), and appends all of it to the history file for the audit.
 """
 
 from __future__ import annotations
@@ -164,9 +165,25 @@ def _snapshot_record(store: Any, s: Any, snap: Any, scratch: str) -> dict[str, A
     return record
 
 
+# Operations that hide messages without a snapshot holding them (a rollback saves the
+# state it replaces as a snapshot, whose history is read anyway).
+_HIDING = ("pop", "trim", "clear")
+
+
+def _past_record(s: Any, version: int) -> dict[str, Any]:
+    """The history right after ``version``, read back through ``history(at_version=)``."""
+    record: dict[str, Any] = {"version": version}
+    try:
+        record["messages"] = [wire(m) for m in s.history(at_version=version)]
+    except Exception as exc:
+        record.update(error_fields(exc), corrupt=isinstance(exc, CorruptRecordError))
+    return record
+
+
 def _final_state(opener: Opener, sessions: tuple[str, ...], status: Status,
                  progress: Progress | None) -> list[dict[str, Any]]:
-    """Everything a user can read about each session, and each snapshot's history."""
+    """Everything a user can read about each session, each snapshot's history, and the
+    history as it was before each pop, trim and clear (what they hid)."""
     records: list[dict[str, Any]] = []
     store = opener(writer="torture-verifier")
     try:
@@ -194,6 +211,8 @@ def _final_state(opener: Opener, sessions: tuple[str, ...], status: Status,
                            for e in events],
                 "snapshots": [_snapshot_record(store, s, snap, f"{sid}~verify~{k}")
                               for k, snap in enumerate(snaps)],
+                "past": [_past_record(s, v) for v in
+                         sorted({e.version - 1 for e in events if e.op in _HIDING})],
             })
     finally:
         store.close()

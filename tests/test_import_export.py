@@ -224,3 +224,10 @@ def test_any_text_and_id_round_trip_through_the_cli(tmp_path: Path, sid: str,
     assert cli("--url", dst, "import", str(path)).exit_code == 0
     with memvault.open(dst) as store:
         assert store.sessions() == [sid] and store.session(sid).history() == [original]
+
+
+def test_import_reads_stdin(tmp_path: Path) -> None:
+    text = "\n".join(make_two(tmp_path)) + "\n"
+    done = CliRunner().invoke(app, ["--url", f"sqlite:///{tmp_path}/dst.db", "import", "-"],
+                              input=text)
+    assert done.exit_code == 0 and "imported 2 sessions: 'first', 'second'" in done.stdout

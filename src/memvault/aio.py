@@ -22,7 +22,7 @@ class AsyncSession:
 
     def __init__(self, store: AsyncStore, session_id: str) -> None:
         self._opts = store.options
-        self.id = self._opts.limits.session_id(session_id)
+        self.id = self._opts.limits.check_session_id(session_id)
         self._backend = store.backend
         self._store = store
 

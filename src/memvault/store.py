@@ -90,7 +90,7 @@ class Options:
         return None if last is None else check_count("last", last)
 
     def snapshot_name(self, name: str, *, user: bool = True) -> str:
-        return self.limits.snapshot_name(name, user=user)
+        return self.limits.check_snapshot_name(name, user=user)
 
     @staticmethod
     def state_at(events: list[Event], version: int) -> tuple[int, int] | None:
@@ -134,7 +134,7 @@ class Session:
 
     def __init__(self, store: Store, session_id: str) -> None:
         self._opts = store.options
-        self.id = self._opts.limits.session_id(session_id)
+        self.id = self._opts.limits.check_session_id(session_id)
         self._backend = store.backend
         self._store = store
 

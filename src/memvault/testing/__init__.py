@@ -49,9 +49,9 @@ _WHERE = {
     "StoreStateExtension": "memvault.testing.syrupy_ext",
     "FaultInjector": "memvault.checks.faults",
     "inject_faults": "memvault.checks.faults",
-    "StoreModel": "memvault.testing.model",
-    "model_machine": "memvault.testing.model",
-    "check_against_model": "memvault.testing.model",
+    "StoreModel": "memvault.testing.reference",
+    "model_machine": "memvault.testing.reference",
+    "check_against_model": "memvault.testing.reference",
     "open_seeded": "memvault.testing.seeds",
     "copy_sqlite": "memvault.testing.seeds",
 }
@@ -129,7 +129,7 @@ if TYPE_CHECKING:
         VersionsContract,
         WritesContract,
     )
-    from memvault.testing.model import StoreModel, check_against_model, model_machine
+    from memvault.testing.reference import StoreModel, check_against_model, model_machine
     from memvault.testing.seeds import copy_sqlite, open_seeded
     from memvault.testing.state import diff_states, dump_state, dump_state_async, render_state
     from memvault.testing.syrupy_ext import StoreStateExtension

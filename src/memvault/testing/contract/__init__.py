@@ -19,7 +19,7 @@ from memvault.testing.contract.corruption import CHAIN_DAMAGE, CorruptionContrac
 from memvault.testing.contract.durability import DurabilityContract
 from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
-from memvault.testing.contract.model import ModelContract
+from memvault.testing.contract.reference import ModelContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.ttl import TtlContract

@@ -10,12 +10,14 @@ raises has changed nothing. Redis and PostgreSQL run the same logic server-side
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from memvault.backends.base import Stored, Write
-from memvault.errors import (
+from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
+    CorruptRecordError,
     duplicate_ids,
     hidden_through,
     message_missing,
@@ -26,8 +28,46 @@ from memvault.errors import (
     unknown_through,
     version_conflict,
 )
-from memvault.messages import Record
+from memvault.messages import Record, decode_message
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+
+BROKEN_CHAIN = "the chain is broken here (a message is missing or linked to the wrong parent)"
+T = TypeVar("T")
+
+
+def check_chain(session_id: str, depths: Sequence[int], top: int, count: int) -> None:
+    """Check a walk of a chain: ``depths`` were read newest first from a head at depth
+    ``top``, wanting ``count`` nodes. Each step goes down exactly one level, so a
+    missing node, a node that is its own parent or a link into another branch shows
+    as a depth out of place, or as too few nodes.
+
+    Raises:
+        CorruptRecordError: naming the first depth that is not where it should be.
+    """
+    for k, depth in enumerate(depths):
+        if depth != top - k:
+            raise CorruptRecordError(session_id, top - k, BROKEN_CHAIN)
+    if len(depths) != count:
+        raise CorruptRecordError(session_id, top - len(depths), BROKEN_CHAIN)
+
+
+def decoded(session_id: str, what: str, parse: Callable[[], T]) -> T:
+    """``parse()`` of a stored record other than a message (an event, a snapshot);
+    whatever it raises on damaged data becomes CorruptRecordError naming ``what``."""
+    try:
+        return parse()
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+            RecursionError) as exc:
+        raise CorruptRecordError(session_id, None, f"{what} cannot be decoded ({exc})") \
+            from exc
+
+
+def json_object(text: str | bytes) -> dict[str, object]:
+    """A stored JSON object (an event's detail); ValueError if it is anything else."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"not a JSON object: {type(value).__name__}")
+    return value
 
 
 @dataclass
@@ -161,9 +201,10 @@ class Txn(Protocol):
         ...
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
-        """``count`` nodes from ``head`` back along their parents, newest first
-        (``head`` itself first). The engine asks only for nodes the session's pointers
-        reach, so one that is not stored is corruption, never a shorter history."""
+        """At most ``count`` nodes from ``head`` back along their parents, newest first
+        (``head`` itself first), stopping early at a node that is not stored. The
+        engine asks only for nodes the session's pointers reach and checks what came
+        back, so a missing or misplaced node is corruption, never a shorter history."""
         ...
 
     def add_event(self, row: Row, event: Event) -> None:
@@ -247,6 +288,14 @@ class Engine:
         )
 
     @staticmethod
+    def _chain(txn: Txn, row: Row, head: int, top: int, count: int) -> list[Node]:
+        """The ``count`` nodes from ``head`` (at depth ``top``) back, newest first;
+        CorruptRecordError if the chain is broken."""
+        nodes = txn.chain(row, head, count) if count else []
+        check_chain(row.name, [n.depth for n in nodes], top, count)
+        return nodes
+
+    @staticmethod
     def _add_nodes(txn: Txn, row: Row, items: Sequence[tuple[str, str]]) -> None:
         nodes = []
         for msg_id, body in items:
@@ -285,14 +334,14 @@ class Engine:
     def _context(txn: Txn, row: Row, last: int | None) -> list[Stored]:
         """The context view's newest ``last``: O(last), the summary read only if it fits."""
         above = row.depth - row.floor
-        out = _read(txn, row, row.head, above, last)
+        out = _read(txn, row, row.head, row.depth, above, last)
         if row.shows_summary and (last is None or last > above):
             summary = _stored(txn, row, row.summary, row.through)
             out.insert(0, (summary.depth, summary.body))
         return out
 
-    @staticmethod
-    def _full(txn: Txn, row: Row, last: int | None) -> list[Stored]:
+    @classmethod
+    def _full(cls, txn: Txn, row: Row, last: int | None) -> list[Stored]:
         """Every message above base, each visible summary right after its ``through``."""
         summaries: dict[int, Node] = {}
         node = row.summary
@@ -303,7 +352,7 @@ class Engine:
             summaries[summary.depth] = summary
             node = summary.parent
         out: list[Stored] = []
-        for n in txn.chain(row, row.head, row.length) if row.length else []:
+        for n in cls._chain(txn, row, row.head, row.depth, row.length):
             if n.depth in summaries:
                 out.append((n.depth, summaries[n.depth].body))
             out.append((n.depth, n.body))
@@ -319,7 +368,7 @@ class Engine:
             top = txn.node(row, head)
             if top is None:
                 return None
-            return _read(txn, row, head, top.depth - base, last)
+            return _read(txn, row, head, top.depth, top.depth - base, last)
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
@@ -340,7 +389,7 @@ class Engine:
                 return None
             before = (row.head, row.base)
             if row.depth > row.floor:
-                node = _stored(txn, row, row.head, row.depth)
+                node = self._chain(txn, row, row.head, row.depth, 1)[0]
                 row.head, row.depth = node.parent, node.depth - 1
                 detail: dict[str, object] = {"message_id": node.msg_id}
             else:
@@ -348,6 +397,9 @@ class Engine:
                 row.summary = node.parent
                 row.through = _stored(txn, row, node.parent, 0).depth if node.parent else 0
                 detail = {"summary_id": node.msg_id}
+            # decoded before the commit: a pop whose message cannot be returned changes
+            # nothing (a retry would pop a second message)
+            decode_message(session_id, node.depth, node.body)
             self._commit(txn, row, "pop", w, before, detail)
             return (node.depth, node.body)
 
@@ -408,16 +460,17 @@ class Engine:
             source = self._live(txn, session_id, w.now)
             if self._live(txn, new_id, w.now) is not None:
                 raise session_exists(new_id)
-            head, count, base, summary, through = (
-                (source.head, source.length, source.base, source.summary, source.through)
-                if source else (0, 0, 0, 0, 0))
+            head, top, count, base, summary, through = (
+                (source.head, source.depth, source.length, source.base, source.summary,
+                 source.through) if source else (0, 0, 0, 0, 0, 0))
             if at is not None:
                 snap = txn.get_snapshot(source, at) if source else None
                 if snap is None:
                     raise snapshot_missing(session_id, at)
-                head, count, base, summary, through = (
-                    snap.head, snap.length, snap.base, snap.summary, snap.through)
-            nodes = txn.chain(source, head, count) if source and count else []
+                head, top, count, base, summary, through = (
+                    snap.head, snap.base + snap.length, snap.length, snap.base, snap.summary,
+                    snap.through)
+            nodes = self._chain(txn, source, head, top, count) if source else []
             row = self._start(txn, new_id, None, w)
             self._add_nodes(txn, row, [(n.msg_id, n.body) for n in reversed(nodes)])
             if source and summary and through > base:
@@ -468,13 +521,13 @@ class Engine:
             row = self._live(txn, session_id, now)
             return txn.events(row) if row else []
 
-    def delete(self, session_id: str) -> bool:
+    def delete(self, session_id: str, now: float) -> bool:
         with self.transaction(True) as txn:
             row = txn.load(session_id)
             if row is None:
                 return False
             txn.purge(row)
-            return True
+            return row.live(now)
 
     def sessions(self, now: float) -> list[str]:
         with self.transaction(False) as txn:
@@ -496,7 +549,8 @@ class Engine:
                     pointers += [(e.head_before, e.base_before), (e.head_after, e.base_after)]
                 summaries = [row.summary] + [s.summary for s in snaps]
                 links = txn.links(row)
-                dead = set(links) - _reachable(links, pointers) - _summaries(links, summaries)
+                dead = set(links) - _reachable(row.name, links, pointers) \
+                    - _summaries(links, summaries)
                 if dead:
                     txn.delete_nodes(row, sorted(dead))
                     nodes += len(dead)
@@ -522,19 +576,31 @@ def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:
     return found
 
 
-def _read(txn: Txn, row: Row, head: int, count: int, last: int | None) -> list[Stored]:
-    """The ``count`` nodes from ``head`` back (the newest ``last`` of them), oldest first."""
+def _read(txn: Txn, row: Row, head: int, top: int, count: int,
+          last: int | None) -> list[Stored]:
+    """The ``count`` nodes from ``head`` (at depth ``top``) back (the newest ``last`` of
+    them), oldest first; CorruptRecordError if the chain is broken."""
     count = max(0, count if last is None else min(last, count))
-    nodes = txn.chain(row, head, count) if count else []
+    nodes = Engine._chain(txn, row, head, top, count)
     return [(n.depth, n.body) for n in reversed(nodes)]
 
 
-def _reachable(links: dict[int, tuple[int, int]], pointers: list[tuple[int, int]]) -> set[int]:
-    """Nodes visible from any ``(head, base)`` pointer: the chain above its base."""
+def _reachable(session_id: str, links: dict[int, tuple[int, int]],
+               pointers: list[tuple[int, int]]) -> set[int]:
+    """Nodes visible from any ``(head, base)`` pointer: the chain above its base.
+
+    Raises:
+        CorruptRecordError: a chain is broken (then nothing is deleted: what lies
+            below the break may still be wanted).
+    """
     keep: set[int] = set()
     for head, base in set(pointers):
-        node = head
-        while node in links and links[node][1] > base:
+        if head not in links:
+            continue  # nothing above the base (a cleared head is garbage itself), or none
+        node, depth = head, links[head][1]
+        while depth > base:
+            if node not in links or links[node][1] != depth:
+                raise CorruptRecordError(session_id, depth, BROKEN_CHAIN)
             keep.add(node)
-            node = links[node][0]
+            node, depth = links[node][0], depth - 1
     return keep

@@ -23,12 +23,13 @@ from typing import Any
 from urllib.parse import quote
 
 from memvault.backends.base import Backend, Stored
-from memvault.backends.engine import Engine, Node, Row
+from memvault.backends.engine import Engine, Node, Row, check_chain, decoded, json_object
 from memvault.backends.url import read_options, redact
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
     ConfigurationError,
+    message_missing,
 )
 from memvault.model import Event, Snapshot, check_seconds, utc
 
@@ -87,29 +88,33 @@ WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
 """
 
 
-# history() in one statement: the live session's (head, floor), where the floor is
-# the higher of base and the summary's through depth; then the chain walked back
-# from head while depth > floor (depths fall by one per step, so this is the
-# engine's "the nodes from head above the floor"), at most :count (-1: all); then
-# the summary, if some of its range is above base. The summary's depth (through)
-# lies below every chain node shown, so the newest :count by depth is the view's.
+# history() in one statement: the live session's depth and how many nodes to read
+# (those above the floor, the higher of base and the summary's through; at most
+# :count, -1: all), then the chain walked back from head, newest first, never more
+# steps than that (a node that is its own parent would loop for ever). A session
+# whose chain is missing its head still yields one row (chain columns NULL). Then,
+# marked 1 in the first column, the summary if the context view starts with it and
+# it fits in :count (its body NULL if it is not stored).
 _HISTORY = """
-WITH RECURSIVE chain(sid, floor, parent, depth, body) AS (
-    SELECT s.sid, max(s.base, s.through), n.parent, n.depth, n.body
-    FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node = s.head
-    WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now)
-        AND n.depth > max(s.base, s.through)
+WITH RECURSIVE s(sid, head, depth, above, want, summary, through, shows) AS (
+    SELECT sid, head, depth, depth - max(base, through),
+           CASE WHEN :count < 0 OR :count > depth - max(base, through)
+                THEN depth - max(base, through) ELSE :count END,
+           summary, through, summary <> 0 AND through > base
+    FROM sessions WHERE name = :name AND (expires_at IS NULL OR expires_at > :now)
+), chain(k, sid, want, parent, depth, body) AS (
+    SELECT 1, s.sid, s.want, n.parent, n.depth, n.body
+    FROM s JOIN nodes n ON n.sid = s.sid AND n.node = s.head WHERE s.want > 0
     UNION ALL
-    SELECT c.sid, c.floor, n.parent, n.depth, n.body
+    SELECT c.k + 1, c.sid, c.want, n.parent, n.depth, n.body
     FROM chain c JOIN nodes n ON n.sid = c.sid AND n.node = c.parent
-    WHERE n.depth > c.floor
-    LIMIT :count
+    WHERE c.k < c.want
 )
-SELECT depth, body FROM chain
+SELECT 0, s.depth, s.want, c.depth, c.body FROM s LEFT JOIN chain c
 UNION ALL
-SELECT n.depth, n.body FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node = s.summary
-WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now) AND s.through > s.base
-ORDER BY depth DESC LIMIT :count
+SELECT 1, s.depth, s.want, s.through, n.body
+FROM s LEFT JOIN nodes n ON n.sid = s.sid AND n.node = s.summary
+WHERE s.shows AND (:count < 0 OR :count > s.above)
 """
 
 
@@ -117,12 +122,14 @@ _MAX_IN = 64
 _PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
 
 
-def _snapshot(r: Sequence[Any]) -> Snapshot:
-    return Snapshot(r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]), r[7], r[8])
+def _snapshot(session_id: str, r: Sequence[Any]) -> Snapshot:
+    return decoded(session_id, f"snapshot {r[0]!r}", lambda: Snapshot(
+        r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]), r[7], r[8]))
 
 
-def _event(r: Sequence[Any]) -> Event:
-    return Event(r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]))
+def _event(session_id: str, r: Sequence[Any]) -> Event:
+    return decoded(session_id, f"the event of version {r[0]}", lambda: Event(
+        r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json_object(r[8])))
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -212,7 +219,7 @@ class _SqliteTxn:
 
     def events(self, row: Row) -> list[Event]:
         cur = self._db.execute(f"SELECT {_EVENT} FROM events WHERE sid = ? ORDER BY id", (row.key,))
-        return [_event(r) for r in cur]
+        return [_event(row.name, r) for r in cur]
 
     def drop_events(self, row: Row, keep_last: int) -> int:
         return self._db.execute(
@@ -222,7 +229,7 @@ class _SqliteTxn:
 
     def get_snapshot(self, row: Row, name: str) -> Snapshot | None:
         r = self._one(f"SELECT {_SNAP} FROM snapshots WHERE sid = ? AND name = ?", row.key, name)
-        return _snapshot(r) if r else None
+        return _snapshot(row.name, r) if r else None
 
     def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
         s = snapshot
@@ -234,7 +241,7 @@ class _SqliteTxn:
     def snapshots(self, row: Row) -> list[Snapshot]:
         cur = self._db.execute(
             f"SELECT {_SNAP} FROM snapshots WHERE sid = ? ORDER BY rowid", (row.key,))
-        return [_snapshot(r) for r in cur]
+        return [_snapshot(row.name, r) for r in cur]
 
     def rows(self) -> list[Row]:
         return [Row(*r) for r in self._db.execute(f"SELECT {_ROW} FROM sessions")]
@@ -366,13 +373,24 @@ class SqliteBackend(Engine):
             return super().history(session_id, last, now, full)
         db = self._connect()
         try:
-            rows: list[Stored] = db.execute(_HISTORY, {
+            rows = db.execute(_HISTORY, {
                 "name": session_id, "now": now, "count": -1 if last is None else last,
             }).fetchall()
         except sqlite3.Error as exc:
             raise _driver_error(db, exc) from exc
-        rows.reverse()
-        return rows
+        if not rows:
+            return []
+        chain = [r for r in rows if r[0] == 0]
+        top, want = chain[0][1], chain[0][2]
+        if chain[0][3] is None:
+            chain = []
+        check_chain(session_id, [r[3] for r in chain], top, want)
+        out = [(r[3], r[4]) for r in reversed(chain)]
+        for _, _, _, through, body in (r for r in rows if r[0] == 1):  # the summary
+            if body is None:
+                raise message_missing(session_id, through)
+            out.insert(0, (through, body))
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -294,6 +294,7 @@ class MemvaultSession:
         if self._owned:
             await self._store.close()
 
+    # The async context manager protocol, as AsyncStore has it.
     async def __aenter__(self) -> MemvaultSession:
         return self
 

@@ -2,7 +2,7 @@
 --
 -- @schema@ is replaced by the quoted schema name before this runs. Every operation of
 -- memvault.backends.engine is one function here, so each costs one round trip; writers
--- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV009
+-- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV011
 -- carry domain errors to the client (see memvault.backends.postgres_calls).
 --
 -- The migrations (NNN_*.sql) create the tables, indexes and types these read and
@@ -19,7 +19,10 @@
 -- 17-19 µs less per append, benchmarks/RESULTS.md); version 4 added chain; version 5
 -- added summaries: the summary pointer (summary, through) that _lock, _commit, info,
 -- pop, snapshot(s), rollback, fork and _garbage carry, summarize, and full_history
--- beside history (now the context view).
+-- beside history (now the context view). Then every
+-- chain walk became checked (_chain: a broken chain raised nothing, history returned
+-- fewer messages, or the head repeated), pop refuses a body that is not a JSON object
+-- before changing anything, and delete answers false for an expired session.
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -116,22 +119,34 @@ BEGIN
             p_row.head, p_row.base, p_detail);
 END $$;
 
--- The chain from p_head back p_count nodes; k = 1 is p_head. STABLE, so it reads
--- with its caller's snapshot.
-CREATE OR REPLACE FUNCTION @schema@._chain(p_sid bigint, p_head bigint, p_count bigint)
+-- The chain from p_head (at depth p_depth) back p_count nodes; k = 1 is p_head. Each
+-- step follows a link only to the node one level below, and unless every node asked
+-- for was found it raises MV010 (DETAIL: the depth where the chain breaks): a missing
+-- node, a node that is its own parent or a link into another branch never makes a
+-- shorter or repeated history. STABLE, so it reads with its caller's snapshot.
+DROP FUNCTION IF EXISTS @schema@._chain(bigint, bigint, bigint);
+CREATE OR REPLACE FUNCTION @schema@._chain(p_sid bigint, p_head bigint, p_depth bigint, p_count bigint)
 RETURNS TABLE (k bigint, node bigint, depth bigint, msg_id bytea, body text)
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE walk (k, node, parent) AS (
-        SELECT 1::bigint, n.node, n.parent FROM @schema@.nodes n
-        WHERE p_count > 0 AND n.sid = p_sid AND n.node = p_head
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_found bigint;
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE walk (k, node, parent, depth) AS (
+        SELECT 1::bigint, n.node, n.parent, n.depth FROM @schema@.nodes n
+        WHERE p_count > 0 AND n.sid = p_sid AND n.node = p_head AND n.depth = p_depth
         UNION ALL
-        SELECT w.k + 1, n.node, n.parent FROM walk w
-        JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.parent
+        SELECT w.k + 1, n.node, n.parent, n.depth FROM walk w
+        JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.parent AND n.depth = w.depth - 1
         WHERE w.k < p_count
     )
     SELECT w.k, n.node, n.depth, n.msg_id, n.body
-    FROM walk w JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.node
-$$;
+    FROM walk w JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.node;
+    GET DIAGNOSTICS v_found = ROW_COUNT;
+    IF v_found < greatest(p_count, 0) THEN
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - v_found;
+    END IF;
+END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.append(
     p_session bytea, p_ids bytea[], p_bodies text[], p_expect bigint,
@@ -190,14 +205,14 @@ CREATE OR REPLACE FUNCTION @schema@.history(p_session bytea, p_last bigint,
 RETURNS SETOF @schema@.stored_row
 LANGUAGE sql STABLE AS $$
     WITH s AS (
-        SELECT x.sid, x.head, x.summary, x.through > x.base AND x.summary <> 0 AS shows,
+        SELECT x.sid, x.head, x.depth, x.summary, x.through > x.base AND x.summary <> 0 AS shows,
                x.depth - greatest(x.base, x.through) AS above
         FROM @schema@.sessions x
         WHERE x.name = p_session AND (x.expires_at IS NULL OR x.expires_at > p_now)
     )
     SELECT v.depth, v.body FROM (
         SELECT c.depth, c.body
-        FROM s CROSS JOIN LATERAL @schema@._chain(s.sid, s.head, least(p_last, s.above)) c
+        FROM s CROSS JOIN LATERAL @schema@._chain(s.sid, s.head, s.depth, least(p_last, s.above)) c
         UNION ALL
         SELECT n.depth, n.body
         FROM s JOIN @schema@.nodes n ON n.sid = s.sid AND n.node = s.summary
@@ -220,7 +235,7 @@ LANGUAGE sql STABLE AS $$
         FROM sums u CROSS JOIN s JOIN @schema@.nodes n ON n.sid = s.sid AND n.node = u.parent
     ), shown AS (
         SELECT c.depth, c.body, 0 AS kind
-        FROM s CROSS JOIN LATERAL @schema@._chain(s.sid, s.head, s.depth - s.base) c
+        FROM s CROSS JOIN LATERAL @schema@._chain(s.sid, s.head, s.depth, s.depth - s.base) c
         UNION ALL
         SELECT u.depth, u.body, 1 FROM sums u CROSS JOIN s WHERE u.depth > s.base
     )
@@ -244,6 +259,8 @@ LANGUAGE sql STABLE AS $$
     WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
 $$;
 
+-- Hide the context view's newest message; with nothing after the summary, undo it
+-- (the previous summary is back). Checked before anything changes.
 CREATE OR REPLACE FUNCTION @schema@.pop(
     p_session bytea, p_writer bytea, p_now double precision, p_expires double precision
 ) RETURNS SETOF @schema@.stored_row
@@ -251,33 +268,58 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_node @schema@.nodes;
+    v_envelope json;
     v_head bigint;
-    v_detail text;
+    v_undo boolean;
+    v_at bigint;
+    v_depth bigint;
 BEGIN
     v_row := @schema@._lock(p_session, p_now, false);
     IF v_row.sid IS NULL THEN
         RETURN;
     END IF;
-    v_head := v_row.head;
-    IF v_row.depth > greatest(v_row.base, v_row.through) THEN
-        SELECT * INTO v_node FROM @schema@.nodes n
-        WHERE n.sid = v_row.sid AND n.node = v_row.head;
-        v_row.head := v_node.parent;
-        v_row.depth := v_node.depth - 1;
-        v_detail := '{"message_id": ' || @schema@._json_quote(v_node.msg_id) || '}';
-    ELSIF v_row.summary <> 0 AND v_row.through > v_row.base THEN
-        SELECT * INTO v_node FROM @schema@.nodes n
-        WHERE n.sid = v_row.sid AND n.node = v_row.summary;
-        v_row.summary := v_node.parent;
-        v_row.through := coalesce((SELECT n.depth FROM @schema@.nodes n
-                                   WHERE n.sid = v_row.sid AND n.node = v_node.parent), 0);
-        v_detail := '{"summary_id": ' || @schema@._json_quote(v_node.msg_id) || '}';
-    ELSE
+    v_undo := v_row.depth <= greatest(v_row.base, v_row.through);
+    IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN
         RETURN;
     END IF;
+    v_at := CASE WHEN v_undo THEN v_row.summary ELSE v_row.head END;
+    v_depth := CASE WHEN v_undo THEN v_row.through ELSE v_row.depth END;
+    SELECT * INTO v_node FROM @schema@.nodes n
+    WHERE n.sid = v_row.sid AND n.node = v_at AND n.depth = v_depth;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth;
+    END IF;
+    BEGIN
+        v_envelope := v_node.body::json;
+    EXCEPTION WHEN invalid_text_representation OR statement_too_complex THEN
+        v_envelope := NULL;  -- not JSON, or nested too deep to parse
+    END;
+    -- (Only the whole: reading a field de-escapes the body's strings, and text
+    -- cannot hold the NUL a message may carry as \u0000.)
+    IF json_typeof(v_envelope) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'not a memvault envelope' USING ERRCODE = 'MV011',
+            DETAIL = v_depth;
+    END IF;
+    v_head := v_row.head;
     v_row.version := v_row.version + 1;
-    PERFORM @schema@._commit(v_row, 'pop', p_writer, p_now, p_expires, v_head, v_row.base,
-                             v_detail);
+    IF v_undo THEN
+        v_row.summary := v_node.parent;
+        v_row.through := 0;
+        IF v_node.parent <> 0 THEN
+            SELECT n.depth INTO v_row.through FROM @schema@.nodes n
+            WHERE n.sid = v_row.sid AND n.node = v_node.parent;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth;
+            END IF;
+        END IF;
+        PERFORM @schema@._commit(v_row, 'pop', p_writer, p_now, p_expires, v_head, v_row.base,
+                                 '{"summary_id": ' || @schema@._json_quote(v_node.msg_id) || '}');
+    ELSE
+        v_row.head := v_node.parent;
+        v_row.depth := v_node.depth - 1;
+        PERFORM @schema@._commit(v_row, 'pop', p_writer, p_now, p_expires, v_head, v_row.base,
+                                 '{"message_id": ' || @schema@._json_quote(v_node.msg_id) || '}');
+    END IF;
     RETURN QUERY SELECT v_node.depth, v_node.body;
 END $$;
 
@@ -315,7 +357,7 @@ BEGIN
     END IF;
     v_steps := v_row.depth - v_target.depth + 1;
     IF v_target.depth <= v_row.base OR v_steps < 1
-       OR (SELECT c.node FROM @schema@._chain(v_row.sid, v_row.head, v_steps) c
+       OR (SELECT c.node FROM @schema@._chain(v_row.sid, v_row.head, v_row.depth, v_steps) c
            WHERE c.k = v_steps) IS DISTINCT FROM v_target.node THEN
         RAISE EXCEPTION 'message to summarize through is hidden' USING ERRCODE = 'MV007';
     END IF;
@@ -336,6 +378,7 @@ BEGIN
     RETURN v_row.version;
 END $$;
 
+-- Every write ends as pop does: bump, _commit with its own event detail, return.
 CREATE OR REPLACE FUNCTION @schema@.trim(
     p_session bytea, p_keep bigint, p_op text, p_writer bytea, p_now double precision,
     p_expires double precision
@@ -438,8 +481,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_found bigint;
-    v_length bigint;
     v_copied bigint;
+    v_length bigint;
     v_sum_id bytea;
     v_sum_body text;
     v_sum_through bigint;
@@ -451,20 +494,22 @@ BEGIN
         RAISE EXCEPTION 'session exists' USING ERRCODE = 'MV005';
     END IF;
     WITH src AS (
-        SELECT s.sid, s.head, s.depth - s.base AS length, s.base, s.summary, s.through
+        SELECT s.sid, s.head, s.depth, s.depth - s.base AS length, s.base, s.summary,
+               s.through
         FROM @schema@.sessions s
         WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
     ), ptr AS (
-        SELECT src.sid, src.head, src.length, src.base, src.summary, src.through
+        SELECT src.sid, src.head, src.depth, src.length, src.base, src.summary, src.through
         FROM src WHERE p_at IS NULL
         UNION ALL
-        SELECT src.sid, n.head, n.length, n.base, n.summary, n.through FROM src
+        SELECT src.sid, n.head, n.base + n.length, n.length, n.base, n.summary, n.through
+        FROM src
         JOIN @schema@.snapshots n ON n.sid = src.sid AND n.name = p_at
     ), copied AS (
         INSERT INTO @schema@.nodes (sid, node, parent, depth, msg_id, body)
         SELECT v_row.sid, ptr.length - c.k + 1, ptr.length - c.k, ptr.length - c.k + 1,
                c.msg_id, c.body
-        FROM ptr CROSS JOIN LATERAL @schema@._chain(ptr.sid, ptr.head, ptr.length) c
+        FROM ptr CROSS JOIN LATERAL @schema@._chain(ptr.sid, ptr.head, ptr.depth, ptr.length) c
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM ptr), coalesce((SELECT ptr.length FROM ptr), 0),
@@ -477,9 +522,6 @@ BEGIN
     ) s ON true;
     IF p_at IS NOT NULL AND v_found = 0 THEN
         RAISE EXCEPTION 'snapshot not found' USING ERRCODE = 'MV004';
-    END IF;
-    IF v_copied <> v_length THEN
-        RAISE EXCEPTION 'fork found % of % messages', v_copied, v_length USING ERRCODE = 'MV009';
     END IF;
     v_row.head := v_length;
     v_row.depth := v_length;
@@ -507,17 +549,22 @@ LANGUAGE sql STABLE AS $$
     ORDER BY e.id
 $$;
 
-CREATE OR REPLACE FUNCTION @schema@.delete(p_session bytea) RETURNS boolean
+-- delete() of an expired session removes what is left of it and answers false, as
+-- every read already did (Redis, whose keys expire, said false; the others true).
+DROP FUNCTION IF EXISTS @schema@.delete(bytea);
+CREATE OR REPLACE FUNCTION @schema@.delete(p_session bytea, p_now double precision) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     v_sid bigint;
+    v_expires double precision;
 BEGIN
-    DELETE FROM @schema@.sessions WHERE name = p_session RETURNING sid INTO v_sid;
+    DELETE FROM @schema@.sessions WHERE name = p_session RETURNING sid, expires_at
+    INTO v_sid, v_expires;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     PERFORM @schema@._purge(v_sid);
-    RETURN true;
+    RETURN v_expires IS NULL OR v_expires > p_now;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.sessions(p_now double precision) RETURNS SETOF bytea
@@ -638,7 +685,7 @@ BEGIN
     END IF;
     RETURN QUERY
         SELECT c.depth, c.body
-        FROM @schema@._chain(v_sid, p_head,
+        FROM @schema@._chain(v_sid, p_head, v_depth,
                              greatest(0, least(coalesce(p_last, v_depth - p_base),
                                                v_depth - p_base))) c
         ORDER BY c.depth;

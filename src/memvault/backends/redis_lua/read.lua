@@ -3,8 +3,10 @@
 local op, now = ARGV[1], tonumber(ARGV[2])
 local row = live(now)
 
--- The reply of history and chain: {depth, message, ...}, oldest first.
+-- The reply of history and chain: {depth, message, ...}, oldest first; or
+-- {'corrupt', depth, 'chain'} where the chain walked is broken (bodies nil).
 local function stored(bodies, depths, count)
+  if not bodies then return {'corrupt', depths, 'chain'} end
   local reply = {}
   for i = 1, count do
     reply[2 * i - 1] = depths[i]
@@ -19,6 +21,12 @@ local function limit(count, last)
   return math.max(count, 0)
 end
 
+-- The summary node's link, parsed; nil if it is not stored.
+local function summary_link(node)
+  local at = redis.call('HGET', LINKS, node)
+  if at then return parse_link(at) end
+end
+
 if op == 'history' then
   -- The context view's newest ARGV[3] ('' all): the summary only if it fits.
   if not row then return {} end
@@ -26,7 +34,7 @@ if op == 'history' then
   local count = limit(above, ARGV[3])
   local bodies, depths = newest(row, count)
   local reply = stored(bodies, depths, count)
-  if shows_summary(row) and (ARGV[3] == '' or tonumber(ARGV[3]) > above) then
+  if bodies and shows_summary(row) and (ARGV[3] == '' or tonumber(ARGV[3]) > above) then
     table.insert(reply, 1, redis.call('HGET', MSGS, row.summary))
     table.insert(reply, 1, row.through)
   end
@@ -36,12 +44,14 @@ elseif op == 'full' then
   if not row then return {} end
   local at, node = {}, row.summary
   while node ~= 0 do
-    local parent, depth = link(node)
+    local parent, depth = summary_link(node)
+    if not parent then return {'corrupt', row.through, 'missing'} end
     if depth <= row.base then break end
     at[depth], node = node, parent
   end
   local count = row.depth - row.base
   local bodies, depths = newest(row, count)
+  if not bodies then return stored(bodies, depths, count) end
   local reply = {}
   for i = 1, count do
     reply[#reply + 1], reply[#reply + 2] = depths[i], bodies[i]
@@ -60,7 +70,7 @@ elseif op == 'chain' then
   if not at then return false end
   local _, depth = parse_link(at)
   local count = limit(depth - tonumber(ARGV[4]), ARGV[5])
-  local bodies, depths = messages(head, count, false)
+  local bodies, depths = messages(head, depth, count, false)
   return stored(bodies, depths, count)
 elseif op == 'info' then
   if not row then return false end
@@ -77,25 +87,31 @@ elseif op == 'log' then
   return redis.call('LRANGE', LOG, 0, -1)
 elseif op == 'fork_read' then
   -- What fork copies: {'ok', summary id, summary, its through in the copy (0: no
-  -- summary), id, message, ...} oldest first, or {'missing'}.
-  local head, count, base, summary, through = 0, 0, 0, 0, 0
+  -- summary), id, message, ...} oldest first, {'missing'}, or {'corrupt', depth,
+  -- what} where the source's chain is damaged.
+  local head, top, count, base, summary, through = 0, 0, 0, 0, 0, 0
   if row then
-    head, count, base, summary, through = row.head, row.depth - row.base, row.base,
-                                          row.summary, row.through
+    head, top, count = row.head, row.depth, row.depth - row.base
+    base, summary, through = row.base, row.summary, row.through
   end
   if ARGV[3] ~= '' then
     local snap = row and redis.call('HGET', SNAPS, ARGV[3])
     if not snap then return {'missing'} end
     snap = cjson.decode(snap)
-    head, count, base, summary, through = snap[2], snap[5], snap[3], snap[8] or 0, snap[9] or 0
+    head, top, count = snap[2], snap[3] + snap[5], snap[5]
+    base, summary, through = snap[3], snap[8] or 0, snap[9] or 0
   end
+  local bodies, depths, ids = messages(head, top, count, true)
+  if not bodies then return {'corrupt', depths, 'chain'} end
   local reply = {'ok', '', '', 0}
   if summary ~= 0 and through > base then
-    local _, _, id = link(summary)
-    reply[2], reply[3], reply[4] = id, redis.call('HGET', MSGS, summary), through - base
+    local _, _, id = summary_link(summary)
+    local message = redis.call('HGET', MSGS, summary)
+    if not id or not message then return {'corrupt', through, 'missing'} end
+    reply[2], reply[3], reply[4] = id, message, through - base
   end
-  local bodies, _, ids = messages(head, count, true)
   for i = 1, count do
+    if not bodies[i] then return {'corrupt', depths[i], 'missing'} end
     reply[2 * i + 3] = ids[i]
     reply[2 * i + 4] = bodies[i]
   end

@@ -8,9 +8,12 @@ local function drop_all()
 end
 
 if op == 'delete' then
-  local existed = redis.call('EXISTS', META)
+  -- ARGV[2]: now. 1 if the session existed and had not expired (expired keys the
+  -- server has not dropped yet are removed too, and answer 0, like every read).
+  local row = load()
   drop_all()
-  return existed
+  if row and not expired(row, tonumber(ARGV[2])) then return 1 end
+  return 0
 end
 
 if op == 'compact' then
@@ -167,26 +170,39 @@ if op == 'append' then
   commit(row, 'append', head0, base0, {messages = count}, true)
   return {'ok', row.version}
 elseif op == 'pop' then
+  -- {depth, message}, false when empty, or {'corrupt', depth, what} (nothing popped:
+  -- a message that cannot be returned stays). With nothing after the summary, the
+  -- pop undoes the summary (the previous one is back) and returns it.
   if not row then return false end
-  if row.depth <= floor_of(row) then
-    -- nothing after the summary: pop undoes it (the previous one is back)
+  local node, expect, undo = row.head, row.depth, row.depth <= floor_of(row)
+  if undo then
     if not shows_summary(row) then return false end
-    local parent, depth, id = link(row.summary)
-    local message = redis.call('HGET', MSGS, row.summary)
-    row.summary, row.through = parent, 0
-    if parent ~= 0 then
-      local _, through = link(parent)
-      row.through = through
-    end
-    commit(row, 'pop', row.head, row.base, {summary_id = id}, true)
-    return {depth, message}
+    node, expect = row.summary, row.through
   end
-  local parent, depth, id = link(row.head)
-  local message = redis.call('HGET', MSGS, row.head)
+  local link, parent, depth, id = redis.call('HGET', LINKS, node), nil, nil, nil
+  if link then parent, depth, id = parse_link(link) end
+  if depth ~= expect then return {'corrupt', expect, 'chain'} end
+  local message = redis.call('HGET', MSGS, node)
+  if not message then return {'corrupt', depth, 'missing'} end
+  local ok, envelope = pcall(cjson.decode, message)
+  if not ok or type(envelope) ~= 'table' or envelope.v ~= 1 or type(envelope.m) ~= 'table' then
+    return {'corrupt', depth, 'envelope'}
+  end
   local head0, base0 = row.head, row.base
-  row.head, row.depth = parent, depth - 1
-  if row.run and parent < row.run then row.run = parent end
-  commit(row, 'pop', head0, base0, {message_id = id}, true)
+  if undo then
+    local through = 0
+    if parent ~= 0 then
+      local previous = redis.call('HGET', LINKS, parent)
+      if not previous then return {'corrupt', depth, 'missing'} end
+      _, through = parse_link(previous)
+    end
+    row.summary, row.through = parent, through
+    commit(row, 'pop', head0, base0, {summary_id = id}, true)
+  else
+    row.head, row.depth = parent, depth - 1
+    if row.run and parent < row.run then row.run = parent end
+    commit(row, 'pop', head0, base0, {message_id = id}, true)
+  end
   return {depth, message}
 elseif op == 'trim' then
   -- ARGV[6] messages to keep, ARGV[7] the operation's name (trim or clear).
@@ -244,11 +260,13 @@ elseif op == 'summarize' then
   local target = row and redis.call('HGET', IDS, ARGV[7])
   if not target then return {'unknown'} end
   target = tonumber(target)
-  local _, depth = link(target)
-  if depth <= row.base or depth > row.depth
-      or chain(row.head, row.depth - depth + 1, false)[1] ~= target then
-    return {'hidden'}
-  end
+  local at = redis.call('HGET', LINKS, target)
+  if not at then return {'corrupt', row.depth, 'missing'} end
+  local _, depth = parse_link(at)
+  if depth <= row.base or depth > row.depth then return {'hidden'} end
+  local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)
+  if not nodes then return {'corrupt', broken, 'chain'} end
+  if nodes[1] ~= target then return {'hidden'} end
   if depth <= row.through then return {'summarized'} end
   local folded = depth - floor_of(row)
   add_summary(row, ARGV[8], ARGV[9], depth)

@@ -2,7 +2,7 @@
 
 Timeline: "big", 10,000 visible messages (101 appends of 100, a pop, a trim to
 10,000 and a snapshot), and "turns", 10,000 appends of one message (so 10,000
-events); first view = GET /s/<id> (the newest page). Sessions list: 100,000
+events); first view = GET /session?id=<id> (the newest page). Sessions list: 100,000
 sessions, GET / (first page) and GET /?q=<filter>. Each request goes through
 Starlette's TestClient (in-process ASGI: no network, the whole app and store).
 
@@ -99,10 +99,11 @@ def main() -> None:
         client = TestClient(create_app(store))
         print(f"{memvault.urls.redact(args.url)}: {len(store.sessions()):,} sessions, "
               f"'big' has {store.session('big').info().length:,} visible messages")  # type: ignore[union-attr]
-        for path in ("/s/big", "/s/turns", "/", "/?q=user-0999", "/?page=1000"):
+        for path in ("/session?id=big", "/session?id=turns", "/", "/?q=user-0999",
+                     "/?page=1000"):
             print(timed(client, path, args.runs))
         if args.browser:
-            browser_loads(store, ["/s/big", "/s/turns", "/"], args.runs)
+            browser_loads(store, ["/session?id=big", "/session?id=turns", "/"], args.runs)
 
 
 if __name__ == "__main__":

@@ -151,11 +151,12 @@ def test_a_terminal_gets_a_pager(tmp_path: Path) -> None:
     while True:
         try:
             chunk = os.read(fd, 65536)
-        except OSError:
+        except OSError:  # EIO: the child closed the terminal
             break
         if not chunk:
             break
         output += chunk
+    os.close(fd)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, output
     assert b"PAGED 201" in output, output[-300:]

@@ -16,7 +16,7 @@ import memvault
 from memvault import BackendError, BackendUnavailableError, ConfigurationError, Message
 from memvault.cli import app
 
-READS = [["sessions"], ["show", "x"], ["log", "x"], ["snapshots", "x"],
+READS = [["sessions"], ["show", "x"], ["log", "x"], ["snapshots", "x"], ["export"],
          ["sessions", "--json"]]
 
 

@@ -115,7 +115,7 @@ def test_sessions_timeline_diff_rollback_undo(inspector: str, page: Page, store_
 
 
 def test_hostile_content_renders_as_text(inspector: str, page: Page) -> None:
-    page.goto(f"{inspector}/s/agent-1")
+    page.goto(f"{inspector}/session?id=agent-1")
     assert page.title() == "agent-1 · memvault inspector"  # the stored <script> did not run
     assert page.dialogs == []  # type: ignore[attr-defined]
     expect(page.locator("img")).to_have_count(0)
@@ -131,8 +131,9 @@ class _Evil(http.server.BaseHTTPRequestHandler):
     target = ""
 
     def do_GET(self) -> None:
-        body = (f'<form id="f" method="post" action="{self.target}/s/agent-1/do/rollback">'
-                '<input name="token" value="guessed"><input name="name" value="good"></form>'
+        body = (f'<form id="f" method="post" action="{self.target}/do/rollback">'
+                '<input name="token" value="guessed"><input name="name" value="good">'
+                '<input name="id" value="agent-1"></form>'
                 '<script>document.getElementById("f").submit()</script>').encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")

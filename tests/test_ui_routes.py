@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
+from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -43,7 +46,7 @@ def test_sessions_list_filters_sorts_and_pages(store: memvault.Store) -> None:
     desc = c.get("/?order=desc").text
     assert desc.index("user-119") < desc.index("user-118")
     by_length = c.get("/?sort=length&order=desc&q=user-00").text
-    rows = re.findall(r'class="sid" href="/s/(user-00\d)"', by_length)
+    rows = re.findall(r'class="sid" href="/session\?id=(user-00\d)"', by_length)
     assert rows[:5] == ["user-000", "user-002", "user-004", "user-006", "user-008"]
 
 
@@ -65,7 +68,7 @@ def test_sessions_list_reads_info_of_one_page_only(store: memvault.Store,
 
 def test_timeline_shows_events_roles_tools_and_hidden_messages(store: memvault.Store) -> None:
     seed(store)
-    page = client(store).get("/s/agent-1")
+    page = client(store).get("/session?id=agent-1")
     assert page.status_code == 200
     html = page.text
     for version, op in [(1, "append"), (2, "append"), (2, "snapshot"), (3, "append"),
@@ -86,14 +89,14 @@ def test_content_is_escaped_and_the_policy_forbids_inline_script(store: memvault
     seed(store)
     store.session(HOSTILE_ID).append([Message.user(HOSTILE)])
     c = client(store)
-    for path in ("/s/agent-1", "/", f"/s/{quote(HOSTILE_ID, safe='')}",
-                 "/s/agent-1/diff?a=v2&b=v3"):
+    for path in ("/session?id=agent-1", "/", f"/session?id={quote(HOSTILE_ID, safe='')}",
+                 "/diff?id=agent-1&a=v2&b=v3"):
         response = c.get(path)
         assert response.status_code == 200, path
         assert "<script>document" not in response.text and "<img src=x" not in response.text
         assert "<b>sion</b>" not in response.text
         assert "script-src 'self'" in response.headers["content-security-policy"]
-    html = c.get("/s/agent-1").text
+    html = c.get("/session?id=agent-1").text
     assert "&lt;script&gt;document.title=" in html
     assert f'href="{HOSTILE_LINK}' not in html and HOSTILE_LINK in html
 
@@ -101,26 +104,26 @@ def test_content_is_escaped_and_the_policy_forbids_inline_script(store: memvault
 def test_diff_between_versions_and_snapshots(store: memvault.Store) -> None:
     seed(store)
     c = client(store)
-    html = c.get("/s/agent-1/diff?a=v2&b=v3").text
+    html = c.get("/diff?id=agent-1&a=v2&b=v3").text
     assert re.search(r'id="added-count">2<', html) and re.search(r'id="hidden-count">0<', html)
-    back = c.get("/s/agent-1/diff?a=auto%3Apre-rollback%40v3&b=good").text
+    back = c.get("/diff?id=agent-1&a=auto%3Apre-rollback%40v3&b=good").text
     assert re.search(r'id="added-count">0<', back) and re.search(r'id="hidden-count">2<', back)
     assert "&lt;script&gt;" in back
-    now = c.get("/s/agent-1/diff?a=good&b=v7").text  # trimmed the system turn, added the answer
+    now = c.get("/diff?id=agent-1&a=good&b=v7").text  # trimmed the system turn, added the answer
     assert re.search(r'id="added-count">1<', now) and re.search(r'id="hidden-count">1<', now)
-    missing = c.get("/s/agent-1/diff?a=v1&b=v99")
+    missing = c.get("/diff?id=agent-1&a=v1&b=v99")
     assert missing.status_code == 400 and "VersionNotFoundError" in missing.text
 
 
 def test_unknown_session_is_404(store: memvault.Store) -> None:
-    assert client(store).get("/s/nope").status_code == 404
+    assert client(store).get("/session?id=nope").status_code == 404
 
 
 def test_writes_are_refused_unless_allowed(store: memvault.Store) -> None:
     seed(store)
     c = client(store)
-    assert 'name="token"' not in c.get("/s/agent-1").text
-    response = c.post("/s/agent-1/do/rollback", data={"token": TOKEN, "name": "good"})
+    assert 'name="token"' not in c.get("/session?id=agent-1").text
+    response = c.post("/do/rollback", data={"id": "agent-1", "token": TOKEN, "name": "good"})
     assert response.status_code == 403 and "--allow-writes" in response.text
     assert store.session("agent-1").info().version == 7
 
@@ -136,7 +139,7 @@ def test_cross_site_or_tokenless_writes_are_refused(store: memvault.Store,
                                                     headers: dict[str, str], token: str) -> None:
     seed(store)
     c = client(store, writes=True)
-    response = c.post("/s/agent-1/do/rollback", data={"token": token, "name": "good"},
+    response = c.post("/do/rollback", data={"id": "agent-1", "token": token, "name": "good"},
                       headers=headers)
     assert response.status_code == 403
     assert store.session("agent-1").info().version == 7
@@ -146,13 +149,18 @@ def test_rollback_shows_the_saved_state_and_undo_restores_it(store: memvault.Sto
     s = seed(store)
     before = s.history()
     c = client(store, writes=True)
-    assert f'value="{TOKEN}"' in c.get("/s/agent-1").text
-    done = c.post("/s/agent-1/do/rollback", data={"token": TOKEN, "name": "good"},
+    assert f'value="{TOKEN}"' in c.get("/session?id=agent-1").text
+    done = c.post("/do/rollback", data={"id": "agent-1", "token": TOKEN, "name": "good"},
                   headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"})
     assert done.status_code == 200 and "auto:pre-rollback@v7" in done.text
+    saved = re.search(r'id="compare-saved" href="([^"]+)"', done.text)
+    assert saved
+    diff = c.get(saved.group(1).replace("&amp;", "&")).text
+    assert re.search(r'id="hidden-count">1<', diff)  # the answer the rollback hid
+    assert re.search(r'id="added-count">1<', diff)  # the system turn trim had hidden
     assert len(s.history()) == 4
-    undo = c.post("/s/agent-1/do/rollback",
-                  data={"token": TOKEN, "name": "auto:pre-rollback@v7"})
+    undo = c.post("/do/rollback",
+                  data={"id": "agent-1", "token": TOKEN, "name": "auto:pre-rollback@v7"})
     assert undo.status_code == 200
     assert s.history() == before
 
@@ -160,18 +168,19 @@ def test_rollback_shows_the_saved_state_and_undo_restores_it(store: memvault.Sto
 def test_snapshot_and_fork_with_undo(store: memvault.Store) -> None:
     s = seed(store)
     c = client(store, writes=True)
-    snap = c.post("/s/agent-1/do/snapshot", data={"token": TOKEN, "name": "checked"})
+    snap = c.post("/do/snapshot", data={"id": "agent-1", "token": TOKEN, "name": "checked"})
     assert "saved snapshot" in snap.text and [x.name for x in s.snapshots()][-1] == "checked"
-    fork = c.post("/s/agent-1/do/fork", data={"token": TOKEN, "new_id": "retry", "at": "good"})
+    fork = c.post("/do/fork",
+                  data={"id": "agent-1", "token": TOKEN, "new_id": "retry", "at": "good"})
     assert fork.status_code == 200 and "forked from" in fork.text
     assert [m.content for m in store.session("retry").history()][-1] == "18 C, sunny"
-    assert 'action="/s/retry/do/delete-fork"' in fork.text
-    gone = c.post("/s/retry/do/delete-fork", data={"token": TOKEN})
+    assert 'action="/do/delete-fork"' in fork.text and 'name="id" value="retry"' in fork.text
+    gone = c.post("/do/delete-fork", data={"id": "retry", "token": TOKEN})
     assert gone.status_code == 200 and store.session("retry").info() is None
     store.session("retry2").append([Message.user("mine")])
-    kept = c.post("/s/retry2/do/delete-fork", data={"token": TOKEN})
+    kept = c.post("/do/delete-fork", data={"id": "retry2", "token": TOKEN})
     assert kept.status_code == 400 and store.session("retry2").info() is not None
-    taken = c.post("/s/agent-1/do/fork", data={"token": TOKEN, "new_id": "retry2"})
+    taken = c.post("/do/fork", data={"id": "agent-1", "token": TOKEN, "new_id": "retry2"})
     assert taken.status_code == 400 and "ConflictError" in taken.text
 
 
@@ -180,7 +189,7 @@ def test_store_password_never_appears() -> None:
         object.__setattr__(store.options, "url", "redis://user:s3cret-pw@db.example:6379/0")
         seed(store)
         c = client(store)
-        for path in ("/", "/s/agent-1", "/s/agent-1/diff?a=v1&b=v2", "/s/nope"):
+        for path in ("/", "/session?id=agent-1", "/diff?id=agent-1&a=v1&b=v2", "/session?id=nope"):
             text = c.get(path).text
             assert "s3cret-pw" not in text and "user:***@db.example" in text
 
@@ -191,7 +200,7 @@ def test_timeline_pages_a_long_session(store: memvault.Store) -> None:
     for i in range(30):
         s.append([Message.user(f"turn {i}-{j}") for j in range(10)])
     c = client(store)
-    path: str | None = "/s/long"
+    path: str | None = "/session?id=long"
     seen: list[str] = []
     pages = 0
     while path:
@@ -203,6 +212,14 @@ def test_timeline_pages_a_long_session(store: memvault.Store) -> None:
         assert pages == 1 or 'id="newer"' in html
     assert pages >= 3
     assert seen == [f"turn {i}-{j}" for i in range(30) for j in range(10)]
+    # ...and 'newer' links from the oldest page lead back, missing nothing.
+    path = re.search(r'id="newer" href="([^"]+)"', html)
+    forward = set(re.findall(r"turn \d+-\d+", html))
+    while path:
+        html = c.get(path.group(1).replace("&amp;", "&")).text
+        forward |= set(re.findall(r"turn \d+-\d+", html))
+        path = re.search(r'id="newer" href="([^"]+)"', html)
+    assert forward == set(seen)
 
 
 def test_only_the_given_host_names_are_served() -> None:
@@ -211,8 +228,8 @@ def test_only_the_given_host_names_are_served() -> None:
         seed(store)
         c = TestClient(create_app(store, allowed_hosts=["127.0.0.1", "localhost"]),
                        base_url="http://127.0.0.1:8737")
-        assert c.get("/s/agent-1").status_code == 200
-        evil = c.get("/s/agent-1", headers={"host": "evil.example:8737"})
+        assert c.get("/session?id=agent-1").status_code == 200
+        evil = c.get("/session?id=agent-1", headers={"host": "evil.example:8737"})
         assert evil.status_code == 400 and "Paris" not in evil.text
 
 
@@ -229,10 +246,15 @@ def test_a_missing_ui_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_compacted_log_says_where_it_starts(store: memvault.Store) -> None:
     seed(store)
     store.compact(keep_events=3)
-    html = client(store).get("/s/agent-1").text
+    html = client(store).get("/session?id=agent-1").text
     assert "events before version 5 were dropped by compact" in html
+    earlier = html[html.index('<section class="earlier">'):html.index("</section>",
+                                                                    html.index('"earlier"'))]
+    assert "the history just before version 5" in earlier
+    assert re.findall(r'class="msg role-(\w+)( hidden)?"', earlier) == [
+        ("system", " hidden"), ("user", ""), ("assistant", ""), ("tool", "")]
     assert ">v4<" not in html and ">v7<" in html
-    assert "VersionNotFoundError" in client(store).get("/s/agent-1/diff?a=v2&b=v7").text
+    assert "VersionNotFoundError" in client(store).get("/diff?id=agent-1&a=v2&b=v7").text
 
 
 def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path) -> None:
@@ -248,6 +270,53 @@ def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path)
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith(
             f"memvault inspector on http://127.0.0.1:{port}/ (read-only)")
+        for _ in range(100):  # the line is printed just before the server binds
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/session?id=agent-1", timeout=5)
+                break
+            except httpx.ConnectError:
+                time.sleep(0.05)
+        assert page.status_code == 200 and "Weather in Paris?" in page.text  # read-only store
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_forged_done_or_undo_link_shows_nothing(store: memvault.Store) -> None:
+    """Only a write of this run reports itself: a crafted link cannot show a fake
+    'done' banner or an undo button that would roll back somewhere else."""
+    seed(store)
+    c = client(store, writes=True)
+    forged = c.get("/session?id=agent-1&done=rolled+back&undo=rollback%3Agood&sig=00").text
+    assert 'id="done"' not in forged and 'id="undo"' not in forged
+    real = c.post("/do/rollback", data={"id": "agent-1", "token": TOKEN, "name": "good"})
+    assert 'id="undo"' in real.text
+
+
+def test_any_session_id_reaches_its_own_pages(store: memvault.Store) -> None:
+    """Ids with slashes, dots, '?', '#' or '&' are query values, never routes."""
+    ids = ["a/diff", "b/do/rollback", "../c", "d?before=1#x&id=e", "f/checkpoints", " "]
+    for i, sid in enumerate(ids):
+        s = store.session(sid)
+        s.append([Message.user(f"text {i}")])
+        s.snapshot("cp")
+    c = client(store, writes=True)
+    listing = c.get("/").text
+    for i, sid in enumerate(ids):
+        link = re.search(rf'href="(/session\?id=[^"]+)">{re.escape(escape(sid))}<', listing)
+        assert link, sid
+        page = c.get(link.group(1).replace("&amp;", "&")).text
+        assert f"text {i}" in page and all(f"text {j}" not in page for j in range(6) if j != i)
+        done = c.post("/do/rollback", data={"id": sid, "token": TOKEN, "name": "cp"})
+        assert done.status_code == 200 and store.session(sid).info().version == 2
+        assert f"text {i}" in c.get(f"/diff?id={quote(sid, safe='')}&a=v0&b=v2").text
+
+
+def test_a_fork_shows_what_it_copied_then_its_own_turns(store: memvault.Store) -> None:
+    s = store.session("src")
+    s.append([Message.user("copied 1"), Message.assistant("copied 2")])
+    s.fork("child").append([Message.user("own")])
+    html = client(store).get("/session?id=child").text
+    fork = html[html.index('<span class="op">fork</span>'):html.index(">v2<")]
+    assert "copied 1" in fork and "copied 2" in fork
+    assert "own" in html[html.index(">v2<"):]

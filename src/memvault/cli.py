@@ -25,6 +25,8 @@ from memvault import transfer
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
 from memvault.terminal import columns, emit, error, json_line, plural, say, shown
+from memvault.ui import views
+from memvault.ui.text import timeline_lines
 from memvault.urls import backend_module, redact, resolve
 
 try:  # typer >= 0.29 carries its own copy of click, and raises its exceptions
@@ -257,10 +259,22 @@ def show(
     full: Annotated[bool, typer.Option(
         "--full", help=f"Show long content whole (default: cut at {CUT} characters).")] = False,
     as_json: JsonOption = False,
+    timeline: Annotated[bool, typer.Option(
+        "--timeline", help="The event log in version order, each change's messages under "
+        "it, hidden ones marked (the newest page; the inspector's timeline).")] = False,
+    before: Annotated[int | None, typer.Option(
+        min=1, help="With --timeline: the page of events before this version.")] = None,
     url: UrlOption = None,
 ) -> None:
     """Print a session's history, oldest first, with each message's position."""
+    if timeline and (as_json or last is not None):
+        raise typer.BadParameter("--timeline does not combine with --json or --last")
     with opened(url, read_only=True) as store:
+        if timeline:  # the inspector's timeline page (memvault.ui.text)
+            page = views.timeline(store, existing(store, session).id, before)
+            emit(timeline_lines(session, page, lambda m: render_message(m, full=full),
+                                color=sys.stdout.isatty()) if page else [])
+            return
         s = store.session(session)
         messages = s.history(last=last)
         info = s.info()
@@ -364,9 +378,10 @@ def export_(
     url: UrlOption = None,
 ) -> None:
     """Write sessions as JSONL to stdout: messages, user snapshots, visible history."""
-    with opened(url) as store:
+    with opened(url, read_only=True) as store:  # a missing store is an error, not created
         for sid in session or []:
             existing(store, sid)
+    with opened(url) as store:  # each snapshot is read through a temporary fork
         for line in transfer.export_sessions(store, session or None):
             sys.stdout.write(line + "\n")
 

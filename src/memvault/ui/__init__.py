@@ -8,7 +8,6 @@ It reads through the public API and the event log only; see ``docs/inspector.md`
 from __future__ import annotations
 
 import ipaddress
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from memvault.errors import ConfigurationError
@@ -59,8 +58,7 @@ def serve(store: memvault.Store, *, host: str = "127.0.0.1", port: int = 8737,
             f"the inspector needs the 'ui' extra: pip install 'memvault[ui]' ({exc})") from exc
     # Behind a loopback bind, only loopback Host names are served (DNS rebinding).
     hosts = [host, *LOOPBACK_NAMES] if is_loopback(host) and ":" not in host else None
-    app = create_app(store, allow_writes=allow_writes, token=secrets.token_urlsafe(32),
-                     allowed_hosts=hosts)
+    app = create_app(store, allow_writes=allow_writes, allowed_hosts=hosts)
     shown = f"[{host}]" if ":" in host else host
     mode = "writes allowed" if allow_writes else "read-only"
     announce(f"memvault inspector on http://{shown}:{port}/ ({mode}); Ctrl-C to stop")

@@ -18,6 +18,7 @@ synchronous :class:`memvault.Store`, which is safe across threads.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Sequence
@@ -36,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 
 import memvault
 from memvault.errors import MemvaultError
-from memvault.ui import views
+from memvault.ui import threads, views
 from memvault.urls import redact
 
 _HERE = resources.files("memvault.ui")
@@ -69,6 +70,10 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
     secret = token or secrets.token_urlsafe(32)
     label = redact(store.options.url)
 
+    def sign(done: str, undo: str) -> str:
+        message = f"{done}\0{undo}".encode()
+        return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         html = env.get_template(name).render(
             url=label, writes=allow_writes, token=secret if allow_writes else "", **context)
@@ -86,7 +91,7 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         return page(request, "sessions.html", listing=listing, sorts=views.SORTS)
 
     def session(request: Request) -> Response:
-        session_id = request.path_params["sid"]
+        session_id = request.query_params.get("id", "")
         before = _int(request.query_params.get("before"), 0) or None
         try:
             view = views.timeline(store, session_id, before)
@@ -94,17 +99,30 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
         if view is None:
             return fail(request, 404, f"no live session {session_id!r}")
-        return page(request, "timeline.html", sid=session_id, t=view,
-                    done=request.query_params.get("done", ""),
-                    undo=request.query_params.get("undo", ""))
+        p = request.query_params
+        done, undo = p.get("done", ""), p.get("undo", "")
+        if not hmac.compare_digest(p.get("sig", ""), sign(done, undo)):
+            done = undo = ""  # only a write of this run reports itself (no forged undo)
+        return page(request, "timeline.html", sid=session_id, t=view, done=done, undo=undo)
 
     def compare(request: Request) -> Response:
-        session_id, p = request.path_params["sid"], request.query_params
+        p = request.query_params
+        session_id = p.get("id", "")
         try:
             result = views.diff(store, session_id, p.get("a", ""), p.get("b", ""))
         except MemvaultError as exc:
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
         return page(request, "diff.html", sid=session_id, d=result)
+
+    def checkpoints(request: Request) -> Response:
+        session_id = request.query_params.get("id", "")
+        if not threads.is_thread(session_id):
+            return fail(request, 404, f"{session_id!r} is not a LangGraph thread")
+        try:
+            roots = threads.checkpoint_tree(store, session_id)
+        except MemvaultError as exc:
+            return fail(request, 400, f"{type(exc).__name__}: {exc}")
+        return page(request, "checkpoints.html", sid=session_id, roots=roots)
 
     async def write(request: Request) -> Response:
         if not allow_writes:
@@ -116,20 +134,22 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         action = _ACTIONS.get(request.path_params["action"])
         if action is None:
             return fail(request, 404, "unknown action")
-        session_id = request.path_params["sid"]
+        session_id = str(form.get("id", ""))
         try:
             target, done, undo = action(store.session(session_id),
                                         {k: str(v) for k, v in form.items()})
         except MemvaultError as exc:
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
-        return RedirectResponse(f"/s/{quote(target, safe='')}?done={quote(done, safe='')}"
-                                f"&undo={quote(undo, safe='')}", 303)
+        return RedirectResponse(f"/session?id={quote(target, safe='')}&done={quote(done, safe='')}"
+                                f"&undo={quote(undo, safe='')}&sig={sign(done, undo)}", 303)
 
     routes = [
         Route("/", sessions),
-        Route("/s/{sid:path}/diff", compare),
-        Route("/s/{sid:path}/do/{action}", write, methods=["POST"]),
-        Route("/s/{sid:path}", session),
+        # Session ids travel as query or form values: any string, slashes included.
+        Route("/session", session),
+        Route("/diff", compare),
+        Route("/checkpoints", checkpoints),
+        Route("/do/{action}", write, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] \

@@ -26,12 +26,15 @@ def ui(
     """Start the inspector, a local web app over the store, and print its address."""
     import memvault
     from memvault.ui import is_loopback, serve
-    from memvault.urls import resolve
+    from memvault.urls import backend_module, resolve
 
     try:
         # The command's --url, else the app's global --url, else $MEMVAULT_URL, else the
-        # default (as every command does).
-        with memvault.open(resolve(url or ctx.find_root().params.get("url"))) as store:
+        # default (as every command does); without --allow-writes, opened read-only where
+        # the backend can (SQLite: mode=ro).
+        target = resolve(url or ctx.find_root().params.get("url"))
+        options = {} if allow_writes else getattr(backend_module(target), "READ_ONLY", {})
+        with memvault.open(target, **options) as store:
             if not is_loopback(host):
                 err.print(f"[yellow]warning:[/yellow] binding {host}: anyone who can reach "
                           "this address can read the store", markup=True)

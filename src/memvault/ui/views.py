@@ -119,6 +119,8 @@ class Timeline:
     older: int | None  # the ``before`` of the next older page, None: this is the first
     newer: int | None  # the ``before`` of the next newer page (0: the newest page)
     dropped: str = ""  # events compacted away before the oldest kept one
+    earlier: list[Item] = field(default_factory=list)  # the history the kept log starts from
+    earlier_more: int = 0  # older messages of it not shown
 
 
 def timeline(store: memvault.Store, session_id: str, before: int | None = None) -> Timeline | None:
@@ -137,15 +139,40 @@ def timeline(store: memvault.Store, session_id: str, before: int | None = None) 
         _fill(s, run, visible, info.version)
     newer = None
     if end < len(events):  # the newest page whose window still reaches this one's end
-        ends = [k for k in range(end + 1, len(events) + 1) if _start(events, k) <= end]
-        newer = 0 if ends[-1] == len(events) else events[ends[-1]].version
-    dropped = ""
-    if events and events[0].version > 1:
-        dropped = (f"events before version {events[0].version} were dropped by "
-                   "compact(keep_events=...)")
+        reach = end + 1  # _start grows with its end: stop at the first that starts later
+        while reach < len(events) and _start(events, reach + 1) <= end:
+            reach += 1
+        newer = 0 if reach == len(events) else events[reach].version
+    dropped, earlier, more = "", list[Item](), 0
+    if start == 0 and (not events or events[0].version > 1):
+        dropped, earlier, more = _before_log(s, info, events)
     versions = sorted({e.version for e in events})
     return Timeline(info, entries, s.snapshots(), versions[:1] + versions[-2:],
-                    page[0].version if start > 0 and page else None, newer, dropped)
+                    page[0].version if start > 0 and page else None, newer, dropped,
+                    earlier, more)
+
+
+def _before_log(s: memvault.Session, info: SessionInfo,
+                events: list[Event]) -> tuple[str, list[Item], int]:
+    """What the timeline cannot attribute to a kept event: the history the kept log
+    starts from (its newest ``PAGE_MESSAGES``), each marked visible or not now."""
+    if not events:
+        what = "all events were dropped by compact(keep_events=...); the current history"
+        messages = s.history(last=PAGE_MESSAGES)
+        return what, [_item(m, True) for m in messages], info.length - len(messages)
+    first = events[0]
+    added = _added(first)
+    what = (f"events before version {first.version} were dropped by compact(keep_events=...); "
+            f"the history {'just before' if first.op == 'append' else 'at'} version "
+            f"{first.version}")
+    try:
+        messages = s.history(last=PAGE_MESSAGES + added, at_version=first.version)
+        whole = len(s.history(at_version=first.version)) - added
+    except VersionNotFoundError as exc:  # compacted meanwhile
+        return str(exc), [], 0
+    messages = messages[:len(messages) - added] if added else messages
+    visible = {m.id for m in s.history()}
+    return what, [_item(m, m.id in visible) for m in messages], max(0, whole - len(messages))
 
 
 def _start(events: list[Event], end: int) -> int:
@@ -178,7 +205,8 @@ def _runs(entries: list[Entry]) -> list[list[Entry]]:
         e = entry.event
         if e.op not in ("append", "fork"):
             continue
-        if runs and e.op == "append" and runs[-1][-1].event.head_after == e.head_before:
+        previous = runs[-1][-1].event if runs else None
+        if previous and previous.op == e.op == "append" and previous.head_after == e.head_before:
             runs[-1].append(entry)
         else:
             runs.append([entry])

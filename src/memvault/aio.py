@@ -87,6 +87,7 @@ class AsyncSession:
         return await self._backend.delete(self.id, self._opts.now())
 
 
+# The async twin of store.Store: alike in shape only (each method awaits the backend).
 class AsyncStore:
     """The async twin of :class:`memvault.Store`; use with ``async with``."""
 

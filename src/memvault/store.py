@@ -258,6 +258,8 @@ class Session:
         return self._backend.delete(self.id, self._opts.now())
 
 
+# aio.AsyncStore is this class's async twin, method for method: the two stay thin
+# (all logic is in Options and the backend), so only their shape repeats.
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 

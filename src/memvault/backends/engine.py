@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from memvault.backends.base import Stored, Write
-from memvault.errors import (
+from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
     CorruptRecordError,
     duplicate_ids,
     session_exists,

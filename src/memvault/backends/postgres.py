@@ -247,6 +247,8 @@ class PostgresBackend:
             raise _pool_failure(exc, self.settings) from exc
         return call.parse(rows)
 
+    # One line per protocol method, like RedisBackend's: each hands its call to _run.
+    # Alike in shape only.
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
                w: Write) -> int:
         return self._run(self._calls.append(session_id, records, expect_version, w))

@@ -231,6 +231,8 @@ class RedisBackend:
     def _run(self, op: Op[T]) -> T:
         return drive(op, self._send)
 
+    # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
+    # operation to _run. Alike in shape only.
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int:

@@ -260,6 +260,7 @@ BEGIN
     RETURN QUERY SELECT v_node.depth, v_node.body;
 END $$;
 
+-- Every write ends as pop does: bump, _commit with its own event detail, return.
 CREATE OR REPLACE FUNCTION @schema@.trim(
     p_session bytea, p_keep bigint, p_op text, p_writer bytea, p_now double precision,
     p_expires double precision

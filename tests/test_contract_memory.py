@@ -2,15 +2,50 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
-from memvault.testing import AsyncStoreContract, StoreContract
+from memvault.backends.engine import Node
+from memvault.backends.memory import MemoryBackend
+from memvault.testing import CHAIN_DAMAGE, AsyncStoreContract, StoreContract
 
 # memory:// is private to one process and one open: nothing to share or reopen.
-MEMORY = frozenset({"ttl"})
+MEMORY = frozenset({"ttl", "corrupt"})
 
 
-class TestMemory(StoreContract):
+class MemoryContract:
+    """Damage reaches into the backend's dictionaries; events and snapshots are kept
+    as objects, not encoded, so they cannot be damaged."""
+
+    @staticmethod
+    def _nodes(store: Any, session_id: str) -> Any:
+        backend = store.backend
+        backend = getattr(backend, "backend", backend)  # the async face's thread wrapper
+        assert isinstance(backend, MemoryBackend)
+        return backend._data[session_id]
+
+    def _at(self, store: Any, session_id: str, depth: int) -> tuple[Any, Node]:
+        session = self._nodes(store, session_id)
+        [node] = [n for n in session.nodes.values() if n.depth == depth]
+        return session, node
+
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+        session, node = self._at(store, session_id, depth)
+        session.nodes[node.node] = dataclasses.replace(node, body=body)
+
+    def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
+        if kind not in CHAIN_DAMAGE:
+            pytest.skip("memory:// keeps events and snapshots as objects")
+        session, node = self._at(store, session_id, depth)
+        if kind == "missing":
+            del session.nodes[node.node]
+        else:
+            session.nodes[node.node] = dataclasses.replace(node, parent=node.node)
+
+
+class TestMemory(MemoryContract, StoreContract):
     capabilities = MEMORY
 
     @pytest.fixture
@@ -18,7 +53,7 @@ class TestMemory(StoreContract):
         return "memory://"
 
 
-class TestMemoryAsync(AsyncStoreContract):
+class TestMemoryAsync(MemoryContract, AsyncStoreContract):
     capabilities = MEMORY
 
     @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memvault.testing import AsyncStoreContract, StoreContract
-from tests.support.postgres import corrupt, postgres_url
+from tests.support.postgres import corrupt, damage, postgres_url
 
 
 class PostgresContract:
@@ -18,6 +18,9 @@ class PostgresContract:
 
     def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
         corrupt(store.options.url, session_id, depth, body)
+
+    def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
+        damage(store.options.url, session_id, depth, kind)
 
 
 class TestPostgres(PostgresContract, StoreContract):

@@ -24,6 +24,24 @@ class SqliteContract:
                 " (SELECT sid FROM sessions WHERE name = ?)", (body, depth, session_id)).rowcount
         assert changed == 1
 
+    def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
+        path = store.options.url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as db:
+            changed = db.execute(DAMAGE[kind], {"name": session_id, "depth": depth}).rowcount
+        assert changed == 1
+
+
+# How CorruptionContract.damage breaks a session.
+_SID = "(SELECT sid FROM sessions WHERE name = :name)"
+DAMAGE = {
+    "missing": f"DELETE FROM nodes WHERE sid = {_SID} AND depth = :depth",
+    "self-parent": f"UPDATE nodes SET parent = node WHERE sid = {_SID} AND depth = :depth",
+    "event": f"UPDATE events SET detail = 'not json {{' WHERE id ="
+             f" (SELECT max(id) FROM events WHERE sid = {_SID})",
+    "snapshot": f"UPDATE snapshots SET created_at = 1e300 WHERE rowid ="
+                f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",
+}
+
 
 class TestSqlite(SqliteContract, StoreContract):
     pass

@@ -81,7 +81,7 @@ class Driver:
         if op == "fork":
             return op, (sid, r.choice(SESSIONS[2:]), r.choice([None, *NAMES]), self.write())
         if op == "delete":
-            return op, (r.choice(SESSIONS),)
+            return op, (r.choice(SESSIONS), self.now)
         if op == "sessions":
             return op, (self.now,)
         return op, (r.choice([None, 0, 2]), self.now)

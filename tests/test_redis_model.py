@@ -47,7 +47,7 @@ def outcome(backend: Any, op: str, args: list[Any], records: list[Record], w: Wr
         if op == "compact":
             return ("ok", backend.compact(args[0], w.now))
         if op == "delete":
-            return ("ok", backend.delete(args[0]))
+            return ("ok", backend.delete(args[0], w.now))
         return ("ok", getattr(backend, op)(*args, w))
     except Exception as exc:
         return ("error", type(exc).__name__, str(exc))

@@ -37,6 +37,17 @@ SECRET_URLS = [
     f"postgresql://user:{SECRET}@127.0.0.1:9/db?connect_timeout=2",
     f"postgres://user:{SECRET}@127.0.0.1:9/db?connect_timeout=2",
 ]
+# Passwords the userinfo pattern missed: libpq's ?password= (which the docs allow), the
+# same on Redis and SQLite (refused, and echoed back in the refusal), and an unencoded
+# "#" in a password.
+ODD_SECRET_URLS = [
+    f"postgresql://127.0.0.1:9/db?user=u&password={SECRET}&connect_timeout=2",
+    f"postgresql://u:pw#{SECRET}@127.0.0.1:9/db?connect_timeout=2",
+    f"redis://:pw#{SECRET}@127.0.0.1:9/0",
+    f"redis://127.0.0.1:9/0?password={SECRET}",
+    f"sqlite:///x.db?password={SECRET}",
+]
+SECRET_URLS += ODD_SECRET_URLS
 
 
 def chain(exc: BaseException | None) -> list[BaseException]:
@@ -78,7 +89,7 @@ def test_password_never_in_opener_repr() -> None:
     assert SECRET not in repr(opener) and "***" in repr(opener)
 
 
-@pytest.mark.parametrize("url", SECRET_URLS[:4])
+@pytest.mark.parametrize("url", SECRET_URLS[:4] + ODD_SECRET_URLS)
 def test_password_never_in_cli_output(url: str, tmp_path: Path) -> None:
     """Every command that takes --url, and $MEMVAULT_URL, keep the password hidden."""
     for args, env in [

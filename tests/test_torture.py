@@ -195,7 +195,39 @@ def lose_final_state(records: Records) -> None:
     records.append({"e": "final_error", "s": state["s"], "corrupt": False, "error": "timeout"})
 
 
+def _hidden_read(records: Records) -> tuple[dict[str, Any], int]:
+    """A read of a past history holding a message that no longer is visible nor in a
+    snapshot (a pop, trim or clear hid it): the read, and that message's index."""
+    for state in states(records):
+        held = {m["id"] for m in state["history"]}
+        held |= {m["id"] for s in state["snapshots"] for m in s.get("messages", [])}
+        for read in state["past"]:
+            for i, m in enumerate(read.get("messages", [])):
+                if m["id"] not in held:
+                    return read, i
+    raise AssertionError("the run hid no message outside a snapshot")
+
+
+def rewrite_hidden(records: Records) -> None:
+    read, i = _hidden_read(records)
+    read["messages"][i] = {**read["messages"][i], "content": "rewritten"}
+
+
+def delete_hidden(records: Records) -> None:
+    read, i = _hidden_read(records)
+    del read["messages"][i]
+
+
+def unreadable_hidden(records: Records) -> None:
+    read, _ = _hidden_read(records)
+    del read["messages"]
+    read.update(error="CorruptRecordError: the message is missing", corrupt=True)
+
+
 @pytest.mark.parametrize("alter,finding", [
+    (rewrite_hidden, "corrupted"),
+    (delete_hidden, "unlogged"),
+    (unreadable_hidden, "corrupted"),
     (lose_acked_turn, "lost"),
     (corrupt_content, "corrupted"),
     (drop_event, "unlogged"),

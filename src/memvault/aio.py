@@ -22,7 +22,7 @@ class AsyncSession:
 
     def __init__(self, store: AsyncStore, session_id: str) -> None:
         self._opts = store.options
-        self.id = self._opts.limits.session_id(session_id)
+        self.id = self._opts.limits.check_session_id(session_id)
         self._backend = store.backend
         self._store = store
 
@@ -84,9 +84,10 @@ class AsyncSession:
         return await self._backend.log(self.id, self._opts.now())
 
     async def delete(self) -> bool:
-        return await self._backend.delete(self.id)
+        return await self._backend.delete(self.id, self._opts.now())
 
 
+# The async twin of store.Store: alike in shape only (each method awaits the backend).
 class AsyncStore:
     """The async twin of :class:`memvault.Store`; use with ``async with``."""
 
@@ -121,5 +122,11 @@ class AsyncStore:
 
 def open_async(url: str | None = None, **options: Any) -> AsyncStore:
     """Open a store for asyncio; the same URLs and options as :func:`memvault.open`."""
+    return open_async_store(url, options)
+
+
+def open_async_store(url: str | None, options: dict[str, Any], module: Any = None) -> AsyncStore:
+    """:func:`open_async`, with ``module`` in place of the backend the URL names (see
+    :func:`memvault.store.open_store`)."""
     opts, backend_options = split_options(url, options)
-    return AsyncStore(open_async_backend(opts.url, backend_options), opts)
+    return AsyncStore(open_async_backend(opts.url, backend_options, module), opts)

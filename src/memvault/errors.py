@@ -71,13 +71,15 @@ class CorruptRecordError(MemvaultError):
 
     Attributes:
         session_id: the session the record belongs to.
-        depth: the record's position in the conversation chain (1 = first message).
+        depth: the record's position in the conversation chain (1 = first message);
+            None for a record that is not a message (an event, a snapshot), which the
+            reason names.
+        reason: what is damaged, and how.
     """
 
-    def __init__(self, session_id: str, depth: int, reason: str) -> None:
-        super().__init__(
-            f"corrupt record in session {session_id!r} at depth {depth}: {reason}"
-        )
+    def __init__(self, session_id: str, depth: int | None, reason: str) -> None:
+        where = "" if depth is None else f" at depth {depth}"
+        super().__init__(f"corrupt record in session {session_id!r}{where}: {reason}")
         self.session_id = session_id
         self.depth = depth
         self.reason = reason

@@ -371,5 +371,7 @@ def decode_message(session_id: str, depth: int, body: str | bytes) -> Message:
         if envelope["v"] != FORMAT_VERSION:
             raise ValueError(f"unknown format version {envelope['v']!r}")
         return Message.model_validate(envelope["m"])
+    except RecursionError as exc:  # json.loads of a body nested thousands deep
+        raise CorruptRecordError(session_id, depth, "nested too deeply to decode") from exc
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(session_id, depth, str(exc).splitlines()[0]) from exc

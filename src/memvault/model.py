@@ -120,11 +120,11 @@ class Limits:
                 raise ConfigurationError(
                     f"Limits: {name} must be an integer from 1 to 2**63-1, not {value!r}")
 
-    def session_id(self, value: object) -> str:
+    def check_session_id(self, value: object) -> str:
         """Return ``value`` if it is a valid session id, else raise InvalidMessageError."""
         return _check_text("session id", value, self.max_session_id)
 
-    def snapshot_name(self, value: object, *, user: bool = True) -> str:
+    def check_snapshot_name(self, value: object, *, user: bool = True) -> str:
         """Validate a snapshot name; users may not create ``auto:`` names."""
         name = _check_text("snapshot name", value, self.max_snapshot_name)
         if user and name.startswith(AUTO_PREFIX):

@@ -90,7 +90,7 @@ class Options:
         return None if last is None else check_count("last", last)
 
     def snapshot_name(self, name: str, *, user: bool = True) -> str:
-        return self.limits.snapshot_name(name, user=user)
+        return self.limits.check_snapshot_name(name, user=user)
 
     @staticmethod
     def state_at(events: list[Event], version: int) -> tuple[int, int] | None:
@@ -134,7 +134,7 @@ class Session:
 
     def __init__(self, store: Store, session_id: str) -> None:
         self._opts = store.options
-        self.id = self._opts.limits.session_id(session_id)
+        self.id = self._opts.limits.check_session_id(session_id)
         self._backend = store.backend
         self._store = store
 
@@ -248,10 +248,18 @@ class Session:
         return self._backend.log(self.id, self._opts.now())
 
     def delete(self) -> bool:
-        """Physically remove every message, snapshot and event; True if it existed."""
-        return self._backend.delete(self.id)
+        """Physically remove every message, snapshot and event of the session.
+
+        Returns:
+            True if the session existed and had not expired; an expired session's
+            leftovers are removed too, and the answer is False, as every read already
+            answered that it did not exist.
+        """
+        return self._backend.delete(self.id, self._opts.now())
 
 
+# aio.AsyncStore is this class's async twin, method for method: the two stay thin
+# (all logic is in Options and the backend), so only their shape repeats.
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 
@@ -302,8 +310,14 @@ def open(url: str | None = None, **options: Any) -> Store:  # noqa: A001 - the p
     Raises:
         ConfigurationError: bad URL or option, or a missing optional dependency.
     """
+    return open_store(url, options)
+
+
+def open_store(url: str | None, options: dict[str, Any], module: Any = None) -> Store:
+    """:func:`open`, with ``module`` (an object with ``open_backend(url, **options)``, as
+    a URL scheme names) in place of the backend the URL's scheme names, if given."""
     opts, backend_options = split_options(url, options)
-    return Store(open_backend(opts.url, backend_options), opts)
+    return Store(open_backend(opts.url, backend_options, module), opts)
 
 
 __all__ = ["Options", "Session", "Store", "open"]

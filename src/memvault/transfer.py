@@ -191,7 +191,7 @@ def _close(blocks: list[_Block], number: int) -> None:
 def _plan(store: Store, block: _Block) -> list[tuple[str, Any]]:
     """Validate a block against the store (id, names, not there yet) and plan it."""
     limits = store.options.limits
-    limits.session_id(block.session_id)
+    limits.check_session_id(block.session_id)
     if store.session(block.session_id).info() is not None:
         raise ConflictError(f"session {block.session_id!r} already exists")
     plan = Replay(block.session_id, block.targets)
@@ -199,7 +199,7 @@ def _plan(store: Store, block: _Block) -> list[tuple[str, Any]]:
     for i, (name, ids) in enumerate(block.targets):
         plan.reach(ids, {m for m, j in last.items() if j > i})
         if name is not None:
-            plan.snapshot(limits.snapshot_name(name))
+            plan.snapshot(limits.check_snapshot_name(name))
     return plan.calls
 
 

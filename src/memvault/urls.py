@@ -76,14 +76,16 @@ def backend_module(url: str) -> Any:
             f"{scheme}:// needs an optional dependency ({exc.name}): {install}") from exc
 
 
-def open_backend(url: str, options: dict[str, Any]) -> Backend:
-    """Open the backend ``url`` names, for the sync API."""
-    return cast(Backend, backend_module(url).open_backend(url, **options))
+def open_backend(url: str, options: dict[str, Any], module: Any = None) -> Backend:
+    """Open the backend ``url`` names (or ``module``, given in its place), for the sync API."""
+    module = backend_module(url) if module is None else module
+    return cast(Backend, module.open_backend(url, **options))
 
 
-def open_async_backend(url: str, options: dict[str, Any]) -> AsyncBackend:
-    """Open the backend ``url`` names, for the async API."""
-    module = backend_module(url)
+def open_async_backend(url: str, options: dict[str, Any], module: Any = None) -> AsyncBackend:
+    """Open the backend ``url`` names (or ``module``, given in its place), for the async
+    API: its native async face, else its sync one run on worker threads."""
+    module = backend_module(url) if module is None else module
     if hasattr(module, "open_async_backend"):
         return cast(AsyncBackend, module.open_async_backend(url, **options))
     return ThreadedAsyncBackend(module.open_backend(url, **options))

@@ -81,3 +81,21 @@ def corrupt(url: str, session_id: str, depth: int, body: str) -> None:
             f" (SELECT sid FROM {q}.sessions WHERE name = %s)",
             (body, depth, session_id.encode())).rowcount
     assert changed == 1
+
+
+def damage(url: str, session_id: str, depth: int, kind: str) -> None:
+    """Break a session as CorruptionContract.damage describes."""
+    q = f'"{schema_of(url)}"'
+    sid = f"(SELECT sid FROM {q}.sessions WHERE name = %(name)s)"
+    sql = {
+        "missing": f"DELETE FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s",
+        "self-parent": f"UPDATE {q}.nodes SET parent = node WHERE sid = {sid}"
+                       f" AND depth = %(depth)s",
+        "event": f"UPDATE {q}.events SET detail = 'not json {{' WHERE id ="
+                 f" (SELECT max(id) FROM {q}.events WHERE sid = {sid})",
+        "snapshot": f"UPDATE {q}.snapshots SET created_at = 1e300 WHERE id ="
+                    f" (SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})",
+    }[kind]
+    with admin() as conn:
+        changed = conn.execute(sql, {"name": session_id.encode(), "depth": depth}).rowcount
+    assert changed == 1

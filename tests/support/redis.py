@@ -8,6 +8,7 @@ server fails the test with a message saying so; it is never skipped.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -70,6 +71,27 @@ def corrupt(url: str, session_id: str, depth: int, body: str, prefix: str = "mem
         client.close()
 
 
+def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memvault") -> None:
+    """Break a session as CorruptionContract.damage describes (on a chain whose node
+    ids are its depths: one append, nothing popped)."""
+    _, msgs, links, _, snaps, log = Layout(prefix).keys(session_id)
+    client = raw_client(url)
+    try:
+        if kind == "missing":
+            assert client.hdel(msgs, depth) == 1 and client.hdel(links, depth) == 1
+        elif kind == "self-parent":
+            _, node_depth, msg_id = client.hget(links, depth).split(b":", 2)
+            assert int(node_depth) == depth
+            client.hset(links, depth, b"%d:%d:%s" % (depth, depth, msg_id))
+        elif kind == "event":
+            client.lset(log, -1, "not json {")
+        else:
+            [name] = [n for n, v in client.hgetall(snaps).items() if json.loads(v)[0] == 1]
+            client.hset(snaps, name, "[1, 2")
+    finally:
+        client.close()
+
+
 class RedisContract:
     """What the contract suite needs from a Redis test class, but the store URL."""
 
@@ -79,6 +101,9 @@ class RedisContract:
 
     def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
         corrupt(store.options.url, session_id, depth, body)
+
+    def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
+        damage(store.options.url, session_id, depth, kind)
 
 
 def free_port() -> int:

@@ -10,21 +10,60 @@ raises has changed nothing. Redis and PostgreSQL run the same logic server-side
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from memvault.backends.base import Stored, Write
-from memvault.errors import (
+from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
+    CorruptRecordError,
     duplicate_ids,
-    message_missing,
     session_exists,
     snapshot_exists,
     snapshot_missing,
     version_conflict,
 )
-from memvault.messages import Record
+from memvault.messages import Record, decode_message
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+
+BROKEN_CHAIN = "the chain is broken here (a message is missing or linked to the wrong parent)"
+T = TypeVar("T")
+
+
+def check_chain(session_id: str, depths: Sequence[int], top: int, count: int) -> None:
+    """Check a walk of a chain: ``depths`` were read newest first from a head at depth
+    ``top``, wanting ``count`` nodes. Each step goes down exactly one level, so a
+    missing node, a node that is its own parent or a link into another branch shows
+    as a depth out of place, or as too few nodes.
+
+    Raises:
+        CorruptRecordError: naming the first depth that is not where it should be.
+    """
+    for k, depth in enumerate(depths):
+        if depth != top - k:
+            raise CorruptRecordError(session_id, top - k, BROKEN_CHAIN)
+    if len(depths) != count:
+        raise CorruptRecordError(session_id, top - len(depths), BROKEN_CHAIN)
+
+
+def decoded(session_id: str, what: str, parse: Callable[[], T]) -> T:
+    """``parse()`` of a stored record other than a message (an event, a snapshot);
+    whatever it raises on damaged data becomes CorruptRecordError naming ``what``."""
+    try:
+        return parse()
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+            RecursionError) as exc:
+        raise CorruptRecordError(session_id, None, f"{what} cannot be decoded ({exc})") \
+            from exc
+
+
+def json_object(text: str | bytes) -> dict[str, object]:
+    """A stored JSON object (an event's detail); ValueError if it is anything else."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"not a JSON object: {type(value).__name__}")
+    return value
 
 
 @dataclass
@@ -124,9 +163,10 @@ class Txn(Protocol):
         ...
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
-        """``count`` nodes from ``head`` back along their parents, newest first
-        (``head`` itself first). The engine asks only for nodes the session's pointers
-        reach, so one that is not stored is corruption, never a shorter history."""
+        """At most ``count`` nodes from ``head`` back along their parents, newest first
+        (``head`` itself first), stopping early at a node that is not stored. The
+        engine asks only for nodes the session's pointers reach and checks what came
+        back, so a missing or misplaced node is corruption, never a shorter history."""
         ...
 
     def add_event(self, row: Row, event: Event) -> None:
@@ -210,6 +250,14 @@ class Engine:
         )
 
     @staticmethod
+    def _chain(txn: Txn, row: Row, head: int, top: int, count: int) -> list[Node]:
+        """The ``count`` nodes from ``head`` (at depth ``top``) back, newest first;
+        CorruptRecordError if the chain is broken."""
+        nodes = txn.chain(row, head, count) if count else []
+        check_chain(row.name, [n.depth for n in nodes], top, count)
+        return nodes
+
+    @staticmethod
     def _add_nodes(txn: Txn, row: Row, items: Sequence[tuple[str, str]]) -> None:
         nodes = []
         for msg_id, body in items:
@@ -241,7 +289,7 @@ class Engine:
             row = self._live(txn, session_id, now)
             if row is None:
                 return []
-            return _read(txn, row, row.head, row.length, last)
+            return _read(txn, row, row.head, row.depth, row.length, last)
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> list[Stored] | None:
@@ -252,7 +300,7 @@ class Engine:
             top = txn.node(row, head)
             if top is None:
                 return None
-            return _read(txn, row, head, top.depth - base, last)
+            return _read(txn, row, head, top.depth, top.depth - base, last)
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
@@ -269,9 +317,10 @@ class Engine:
             row = self._live(txn, session_id, w.now)
             if row is None or row.length == 0:
                 return None
-            node = txn.node(row, row.head)
-            if node is None:
-                raise message_missing(session_id, row.depth)
+            node = self._chain(txn, row, row.head, row.depth, 1)[0]
+            # decoded before the commit: a pop whose message cannot be returned changes
+            # nothing (a retry would pop a second message)
+            decode_message(session_id, node.depth, node.body)
             before = (row.head, row.base)
             row.head, row.depth = node.parent, node.depth - 1
             self._commit(txn, row, "pop", w, before, {"message_id": node.msg_id})
@@ -331,13 +380,13 @@ class Engine:
             source = self._live(txn, session_id, w.now)
             if self._live(txn, new_id, w.now) is not None:
                 raise session_exists(new_id)
-            head, count = (source.head, source.length) if source else (0, 0)
+            head, top, count = (source.head, source.depth, source.length) if source else (0, 0, 0)
             if at is not None:
                 snap = txn.get_snapshot(source, at) if source else None
                 if snap is None:
                     raise snapshot_missing(session_id, at)
-                head, count = snap.head, snap.length
-            nodes = txn.chain(source, head, count) if source and count else []
+                head, top, count = snap.head, snap.base + snap.length, snap.length
+            nodes = self._chain(txn, source, head, top, count) if source else []
             row = self._start(txn, new_id, None, w)
             self._add_nodes(txn, row, [(n.msg_id, n.body) for n in reversed(nodes)])
             self._commit(txn, row, "fork", w, (0, 0), {"from": session_id, "at": at})
@@ -347,13 +396,13 @@ class Engine:
             row = self._live(txn, session_id, now)
             return txn.events(row) if row else []
 
-    def delete(self, session_id: str) -> bool:
+    def delete(self, session_id: str, now: float) -> bool:
         with self.transaction(True) as txn:
             row = txn.load(session_id)
             if row is None:
                 return False
             txn.purge(row)
-            return True
+            return row.live(now)
 
     def sessions(self, now: float) -> list[str]:
         with self.transaction(False) as txn:
@@ -374,26 +423,38 @@ class Engine:
                 for e in txn.events(row):
                     pointers += [(e.head_before, e.base_before), (e.head_after, e.base_after)]
                 links = txn.links(row)
-                dead = set(links) - _reachable(links, pointers)
+                dead = set(links) - _reachable(row.name, links, pointers)
                 if dead:
                     txn.delete_nodes(row, sorted(dead))
                     nodes += len(dead)
         return CompactStats(nodes=nodes, events=events, sessions=sessions)
 
 
-def _read(txn: Txn, row: Row, head: int, count: int, last: int | None) -> list[Stored]:
-    """The ``count`` nodes from ``head`` back (the newest ``last`` of them), oldest first."""
+def _read(txn: Txn, row: Row, head: int, top: int, count: int,
+          last: int | None) -> list[Stored]:
+    """The ``count`` nodes from ``head`` (at depth ``top``) back (the newest ``last`` of
+    them), oldest first; CorruptRecordError if the chain is broken."""
     count = max(0, count if last is None else min(last, count))
-    nodes = txn.chain(row, head, count) if count else []
+    nodes = Engine._chain(txn, row, head, top, count)
     return [(n.depth, n.body) for n in reversed(nodes)]
 
 
-def _reachable(links: dict[int, tuple[int, int]], pointers: list[tuple[int, int]]) -> set[int]:
-    """Nodes visible from any ``(head, base)`` pointer: the chain above its base."""
+def _reachable(session_id: str, links: dict[int, tuple[int, int]],
+               pointers: list[tuple[int, int]]) -> set[int]:
+    """Nodes visible from any ``(head, base)`` pointer: the chain above its base.
+
+    Raises:
+        CorruptRecordError: a chain is broken (then nothing is deleted: what lies
+            below the break may still be wanted).
+    """
     keep: set[int] = set()
     for head, base in set(pointers):
-        node = head
-        while node in links and links[node][1] > base:
+        if head not in links:
+            continue  # nothing above the base (a cleared head is garbage itself), or none
+        node, depth = head, links[head][1]
+        while depth > base:
+            if node not in links or links[node][1] != depth:
+                raise CorruptRecordError(session_id, depth, BROKEN_CHAIN)
             keep.add(node)
-            node = links[node][0]
+            node, depth = links[node][0], depth - 1
     return keep

@@ -66,7 +66,7 @@ class _MemoryTxn:
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         nodes, out = self._data[row.name].nodes, list[Node]()
-        while len(out) < count:
+        while len(out) < count and head in nodes:
             out.append(nodes[head])
             head = nodes[head].parent
         return out

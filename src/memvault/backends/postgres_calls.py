@@ -13,7 +13,6 @@ is kept exactly and never compared as anything but itself.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -21,11 +20,13 @@ from typing import Any, Generic, TypeVar
 import psycopg
 
 from memvault import errors
+from memvault.backends import engine
 from memvault.backends.base import Stored, Write
 from memvault.backends.postgres_migrations import quote
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
+    CorruptRecordError,
     MemvaultError,
     OutcomeUnknownError,
 )
@@ -49,7 +50,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "rollback": ("bytea", "bytea", "bytea", "float8", "float8"),
     "fork": ("bytea", "bytea", "bytea", "bytea", "float8", "float8"),
     "log": ("bytea", "float8"),
-    "delete": ("bytea",),
+    "delete": ("bytea", "float8"),
     "sessions": ("float8",),
     "compact": ("bigint", "float8"),
 }
@@ -60,6 +61,8 @@ DUPLICATE_IDS = "MV002"
 SNAPSHOT_EXISTS = "MV003"
 SNAPSHOT_MISSING = "MV004"
 SESSION_EXISTS = "MV005"
+BROKEN_CHAIN = "MV010"
+NOT_ENVELOPE = "MV011"
 
 # Server errors that roll the transaction back and may pass if retried: deadlock and
 # serialization failures, lack of resources, lock and statement timeouts, shutdowns.
@@ -68,6 +71,19 @@ _TRANSIENT = ("08", "40", "53", "55P03", "57")
 
 def _no_refusals(state: str, detail: str) -> MemvaultError | None:
     return None
+
+
+def _damage(session_id: str, refuse: Refuse = _no_refusals) -> Refuse:
+    """``refuse``, and the damage the functions report (DETAIL: the depth) as
+    CorruptRecordError naming ``session_id``."""
+    def check(state: str, detail: str) -> MemvaultError | None:
+        if state == BROKEN_CHAIN:
+            return CorruptRecordError(session_id, int(detail), engine.BROKEN_CHAIN)
+        if state == NOT_ENVELOPE:
+            return CorruptRecordError(session_id, int(detail), "not a memvault envelope")
+        return refuse(state, detail)
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -99,13 +115,16 @@ def _optional_utf8(text: str | None) -> bytes | None:
     return None if text is None else _utf8(text)
 
 
-def _snapshot(r: tuple[Any, ...]) -> Snapshot:
-    return Snapshot(bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6])
+def _snapshot(session_id: str, r: tuple[Any, ...]) -> Snapshot:
+    name = bytes(r[0]).decode("utf-8", "replace")
+    return engine.decoded(session_id, f"snapshot {name!r}", lambda: Snapshot(
+        bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6]))
 
 
-def _event(r: tuple[Any, ...]) -> Event:
-    return Event(r[0], r[1], bytes(r[2]).decode("utf-8"), utc(r[3]), r[4], r[5], r[6], r[7],
-                 json.loads(r[8]))
+def _event(session_id: str, r: tuple[Any, ...]) -> Event:
+    return engine.decoded(session_id, f"the event of version {r[0]}", lambda: Event(
+        r[0], r[1], bytes(r[2]).decode("utf-8"), utc(r[3]), r[4], r[5], r[6], r[7],
+        engine.json_object(r[8])))
 
 
 def _scalar(rows: Rows) -> Any:
@@ -170,7 +189,8 @@ class Calls:
         return self._call("append", params, _scalar, write=True, refuse=refuse)
 
     def history(self, session_id: str, last: int | None, now: float) -> Call[list[Stored]]:
-        return self._call("history", (_utf8(session_id), last, now), _stored, write=False)
+        return self._call("history", (_utf8(session_id), last, now), _stored, write=False,
+                          refuse=_damage(session_id))
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> Call[list[Stored] | None]:
@@ -178,7 +198,7 @@ class Calls:
             return None if rows and rows[0][0] is None else _stored(rows)  # (NULL, NULL)
 
         return self._call("chain", (_utf8(session_id), head, base, last, now), parse,
-                          write=False)
+                          write=False, refuse=_damage(session_id))
 
     def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
         def parse(rows: Rows) -> SessionInfo | None:
@@ -194,7 +214,8 @@ class Calls:
         def parse(rows: Rows) -> Stored | None:
             return (rows[0][0], rows[0][1]) if rows else None
 
-        return self._call("pop", (_utf8(session_id), *self._write(w)), parse, write=True)
+        return self._call("pop", (_utf8(session_id), *self._write(w)), parse, write=True,
+                          refuse=_damage(session_id))
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Call[int]:
         params = (_utf8(session_id), keep_last, op, *self._write(w))
@@ -207,7 +228,7 @@ class Calls:
             return error(session_id, name) if got == state else None
 
         params = (_utf8(session_id), _utf8(name), *self._write(w))
-        return self._call(op, params, lambda rows: _snapshot(rows[0]), write=True,
+        return self._call(op, params, lambda rows: _snapshot(session_id, rows[0]), write=True,
                           refuse=refuse)
 
     def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
@@ -216,7 +237,7 @@ class Calls:
 
     def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
         return self._call("snapshots", (_utf8(session_id), now),
-                          lambda rows: [_snapshot(r) for r in rows], write=False)
+                          lambda rows: [_snapshot(session_id, r) for r in rows], write=False)
 
     def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
         return self._named("rollback", session_id, name, w, SNAPSHOT_MISSING,
@@ -231,14 +252,15 @@ class Calls:
             return None
 
         params = (_utf8(session_id), _utf8(new_id), _optional_utf8(at), *self._write(w))
-        return self._call("fork", params, _ignore, write=True, refuse=refuse)
+        return self._call("fork", params, _ignore, write=True,
+                          refuse=_damage(session_id, refuse))
 
     def log(self, session_id: str, now: float) -> Call[list[Event]]:
         return self._call("log", (_utf8(session_id), now),
-                          lambda rows: [_event(r) for r in rows], write=False)
+                          lambda rows: [_event(session_id, r) for r in rows], write=False)
 
-    def delete(self, session_id: str) -> Call[bool]:
-        return self._call("delete", (_utf8(session_id),), _scalar, write=True)
+    def delete(self, session_id: str, now: float) -> Call[bool]:
+        return self._call("delete", (_utf8(session_id), now), _scalar, write=True)
 
     def sessions(self, now: float) -> Call[list[str]]:
         return self._call("sessions", (now,), _names, write=False)

@@ -95,7 +95,7 @@ _DRIVER_ERRORS = (RedisError, RedisClusterException)
 
 
 @dataclass(frozen=True)
-class Settings:
+class RedisSettings:
     """A parsed store URL: the URL redis-py gets, and memvault's own options.
 
     Attributes:
@@ -113,7 +113,7 @@ class Settings:
     client: dict[str, Any] = field(default_factory=dict)
 
 
-def settings(url: str, **options: Any) -> Settings:
+def settings(url: str, **options: Any) -> RedisSettings:
     """Parse a store URL and options; raises ConfigurationError on anything unknown."""
     shown = redact(url)
     try:
@@ -146,7 +146,7 @@ def settings(url: str, **options: Any) -> Settings:
     client = {"protocol": 2}
     client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
                                           "max_connections") if merged[k] is not None})
-    return Settings(driver_url, shown, merged["prefix"], merged["cluster"], client)
+    return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client)
 
 
 def _check(shown: str, merged: dict[str, Any]) -> None:
@@ -198,7 +198,7 @@ def _scan_targets(client: Any) -> list[dict[str, Any]]:
 class RedisBackend:
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
 
-    def __init__(self, config: Settings) -> None:
+    def __init__(self, config: RedisSettings) -> None:
         self._shown = config.shown
         self._ops = Operations(Layout(config.prefix))
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
@@ -231,6 +231,8 @@ class RedisBackend:
     def _run(self, op: Op[T]) -> T:
         return drive(op, self._send)
 
+    # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
+    # operation to _run. Alike in shape only.
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int:
@@ -267,8 +269,8 @@ class RedisBackend:
     def log(self, session_id: str, now: float) -> list[Event]:
         return self._run(self._ops.log(session_id, now))
 
-    def delete(self, session_id: str) -> bool:
-        return self._run(self._ops.delete(session_id))
+    def delete(self, session_id: str, now: float) -> bool:
+        return self._run(self._ops.delete(session_id, now))
 
     def sessions(self, now: float) -> list[str]:
         return self._run(self._ops.sessions(now))
@@ -283,7 +285,7 @@ class RedisBackend:
 class AsyncRedisBackend:
     """The asynchronous backend: one ``redis.asyncio`` client, used from one event loop."""
 
-    def __init__(self, config: Settings) -> None:
+    def __init__(self, config: RedisSettings) -> None:
         self._shown = config.shown
         self._ops = Operations(Layout(config.prefix))
         self._cluster = config.cluster
@@ -362,8 +364,8 @@ class AsyncRedisBackend:
     async def log(self, session_id: str, now: float) -> list[Event]:
         return await self._run(self._ops.log(session_id, now))
 
-    async def delete(self, session_id: str) -> bool:
-        return await self._run(self._ops.delete(session_id))
+    async def delete(self, session_id: str, now: float) -> bool:
+        return await self._run(self._ops.delete(session_id, now))
 
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._ops.sessions(now))

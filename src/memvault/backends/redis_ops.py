@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
+from memvault.backends.engine import BROKEN_CHAIN, decoded
 from memvault.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -159,14 +160,40 @@ def _context(w: Write) -> list[str]:
     return [_number(w.now), w.writer, _number(expires), str(math.ceil(expires * 1000))]
 
 
-def _snapshot(name: str, value: bytes) -> Snapshot:
-    _, head, base, version, length, created, auto = json.loads(value)
-    return Snapshot(name, head, base, version, length, utc(float(created)), bool(auto))
+def _numbered_snapshot(session_id: str, name: str, value: bytes) -> tuple[int, Snapshot]:
+    """A stored snapshot and its sequence number (the order snapshots were taken)."""
+    def parse() -> tuple[int, Snapshot]:
+        seq, head, base, version, length, created, auto = json.loads(value)
+        return int(seq), Snapshot(name, head, base, version, length, utc(float(created)),
+                                  bool(auto))
+
+    return decoded(session_id, f"snapshot {name!r}", parse)
 
 
-def _event(value: bytes) -> Event:
-    version, op, writer, at, head0, base0, head1, base1, detail = json.loads(value)
-    return Event(version, op, writer, utc(float(at)), head0, base0, head1, base1, detail)
+def _snapshot(session_id: str, name: str, value: bytes) -> Snapshot:
+    return _numbered_snapshot(session_id, name, value)[1]
+
+
+def _event(session_id: str, index: int, value: bytes) -> Event:
+    def parse() -> Event:
+        version, op, writer, at, head0, base0, head1, base1, detail = json.loads(value)
+        if not isinstance(detail, dict):
+            raise ValueError(f"detail is not a JSON object: {detail!r}")
+        return Event(version, op, writer, utc(float(at)), head0, base0, head1, base1, detail)
+
+    return decoded(session_id, f"event {index + 1} of the log", parse)
+
+
+# What a script's {'corrupt', depth, what} reply found.
+_DAMAGE = {b"chain": BROKEN_CHAIN, b"missing": "the message is missing",
+           b"envelope": "not a memvault envelope"}
+
+
+def _corrupt(session_id: str, reply: Any) -> CorruptRecordError | None:
+    """The error a script reported as ``{'corrupt', depth, what}``, if it did."""
+    if isinstance(reply, list) and reply and reply[0] == b"corrupt":
+        return CorruptRecordError(session_id, int(reply[1]), _DAMAGE[reply[2]])
+    return None
 
 
 def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
@@ -179,7 +206,11 @@ def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
 
 
 def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
-    """The reply of history and chain: depth, message, depth, message, ..."""
+    """The reply of history and chain: depth, message, depth, message, ...; or the
+    damage the script found."""
+    damage = _corrupt(session_id, reply)
+    if damage:
+        raise damage
     try:
         return [(depth, body.decode("utf-8"))
                 for depth, body in zip(reply[::2], reply[1::2], strict=True)]
@@ -235,6 +266,9 @@ class Operations:
 
     def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
         reply = yield self._write(session_id, "pop", w)
+        damage = _corrupt(session_id, reply)
+        if damage:
+            raise damage
         return None if reply is None else _stored(session_id, reply[0], reply[1])
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Op[int]:
@@ -245,22 +279,25 @@ class Operations:
         reply = yield self._write(session_id, "snapshot", w, name)
         if reply[0] == b"exists":
             raise snapshot_exists(session_id, name)
-        return _snapshot(name, reply[1])
+        return _snapshot(session_id, name, reply[1])
 
     def snapshots(self, session_id: str, now: float) -> Op[list[Snapshot]]:
         reply = yield self._read(session_id, "snapshots", now)
-        named = [(json.loads(reply[i + 1])[0], _text(reply[i]), reply[i + 1])
-                 for i in range(0, len(reply), 2)]
-        return [_snapshot(name, value) for _, name, value in sorted(named)]
+        numbered = [_numbered_snapshot(session_id, _text(reply[i]), reply[i + 1])
+                    for i in range(0, len(reply), 2)]
+        return [snap for _, snap in sorted(numbered, key=lambda pair: pair[0])]
 
     def rollback(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
         reply = yield self._write(session_id, "rollback", w, name, f"{AUTO_PREFIX}pre-rollback@v")
         if reply[0] == b"missing":
             raise snapshot_missing(session_id, name)
-        return _snapshot(_text(reply[1]), reply[2])
+        return _snapshot(session_id, _text(reply[1]), reply[2])
 
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Op[None]:
         source = yield self._read(session_id, "fork_read", w.now, _none(at))
+        damage = _corrupt(session_id, source)
+        if damage:
+            raise damage
         missing = source[0] == b"missing"
         reply = yield self._write(new_id, "fork", w, session_id, _none(at),
                                   "1" if missing else "", *source[1:])
@@ -271,10 +308,10 @@ class Operations:
 
     def log(self, session_id: str, now: float) -> Op[list[Event]]:
         reply = yield self._read(session_id, "log", now)
-        return [_event(value) for value in reply]
+        return [_event(session_id, i, value) for i, value in enumerate(reply)]
 
-    def delete(self, session_id: str) -> Op[bool]:
-        reply = yield Eval(WRITE, self.layout.keys(session_id), ["delete"])
+    def delete(self, session_id: str, now: float) -> Op[bool]:
+        reply = yield Eval(WRITE, self.layout.keys(session_id), ["delete", _number(now)])
         return bool(reply)
 
     def _scan(self) -> Op[dict[str, bytes]]:

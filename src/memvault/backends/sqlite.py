@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from memvault.backends.base import Backend, Stored
-from memvault.backends.engine import Engine, Node, Row
+from memvault.backends.engine import Engine, Node, Row, check_chain, decoded, json_object
 from memvault.backends.url import read_options, redact
 from memvault.errors import (
     BackendError,
@@ -78,20 +78,23 @@ WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
 """
 
 
-# history() in one statement: the live session's (head, base), then the chain walked
-# back from head while depth > base (depths fall by one per step, so this is the
-# engine's "length nodes from head"), newest first, at most :count (-1: all).
+# history() in one statement: the live session's depth and how many nodes to read
+# (at most :count, -1: all), then the chain walked back from head, newest first,
+# never more steps than that (a node that is its own parent would loop for ever).
+# A session whose chain is missing its head still yields one row (chain columns NULL).
 _HISTORY = """
-WITH RECURSIVE chain(sid, base, parent, depth, body) AS (
-    SELECT s.sid, s.base, n.parent, n.depth, n.body
-    FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node = s.head
-    WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now) AND n.depth > s.base
+WITH RECURSIVE s(sid, head, depth, want) AS (
+    SELECT sid, head, depth, CASE WHEN :count < 0 OR :count > depth - base THEN depth - base
+                                  ELSE :count END
+    FROM sessions WHERE name = :name AND (expires_at IS NULL OR expires_at > :now)
+), chain(k, sid, want, parent, depth, body) AS (
+    SELECT 1, s.sid, s.want, n.parent, n.depth, n.body
+    FROM s JOIN nodes n ON n.sid = s.sid AND n.node = s.head WHERE s.want > 0
     UNION ALL
-    SELECT c.sid, c.base, n.parent, n.depth, n.body
+    SELECT c.k + 1, c.sid, c.want, n.parent, n.depth, n.body
     FROM chain c JOIN nodes n ON n.sid = c.sid AND n.node = c.parent
-    WHERE n.depth > c.base
-    LIMIT :count
-) SELECT depth, body FROM chain
+    WHERE c.k < c.want
+) SELECT s.depth, s.want, c.depth, c.body FROM s LEFT JOIN chain c
 """
 
 
@@ -99,12 +102,14 @@ _MAX_IN = 64
 _PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
 
 
-def _snapshot(r: Sequence[Any]) -> Snapshot:
-    return Snapshot(r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]))
+def _snapshot(session_id: str, r: Sequence[Any]) -> Snapshot:
+    return decoded(session_id, f"snapshot {r[0]!r}", lambda: Snapshot(
+        r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6])))
 
 
-def _event(r: Sequence[Any]) -> Event:
-    return Event(r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]))
+def _event(session_id: str, r: Sequence[Any]) -> Event:
+    return decoded(session_id, f"the event of version {r[0]}", lambda: Event(
+        r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json_object(r[8])))
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -189,7 +194,7 @@ class _SqliteTxn:
 
     def events(self, row: Row) -> list[Event]:
         cur = self._db.execute(f"SELECT {_EVENT} FROM events WHERE sid = ? ORDER BY id", (row.key,))
-        return [_event(r) for r in cur]
+        return [_event(row.name, r) for r in cur]
 
     def drop_events(self, row: Row, keep_last: int) -> int:
         return self._db.execute(
@@ -199,7 +204,7 @@ class _SqliteTxn:
 
     def get_snapshot(self, row: Row, name: str) -> Snapshot | None:
         r = self._one(f"SELECT {_SNAP} FROM snapshots WHERE sid = ? AND name = ?", row.key, name)
-        return _snapshot(r) if r else None
+        return _snapshot(row.name, r) if r else None
 
     def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
         s = snapshot
@@ -211,7 +216,7 @@ class _SqliteTxn:
     def snapshots(self, row: Row) -> list[Snapshot]:
         cur = self._db.execute(
             f"SELECT {_SNAP} FROM snapshots WHERE sid = ? ORDER BY rowid", (row.key,))
-        return [_snapshot(r) for r in cur]
+        return [_snapshot(row.name, r) for r in cur]
 
     def rows(self) -> list[Row]:
         return [Row(*r) for r in self._db.execute(f"SELECT {_ROW} FROM sessions")]
@@ -340,13 +345,18 @@ class SqliteBackend(Engine):
         consistent snapshot, so it needs no transaction (four round trips saved)."""
         db = self._connect()
         try:
-            rows: list[Stored] = db.execute(_HISTORY, {
+            rows = db.execute(_HISTORY, {
                 "name": session_id, "now": now, "count": -1 if last is None else last,
             }).fetchall()
         except sqlite3.Error as exc:
             raise _driver_error(db, exc) from exc
-        rows.reverse()
-        return rows
+        if not rows:
+            return []
+        top, want = rows[0][0], rows[0][1]
+        if rows[0][2] is None:
+            rows = []
+        check_chain(session_id, [r[2] for r in rows], top, want)
+        return [(r[2], r[3]) for r in reversed(rows)]
 
     def close(self) -> None:
         with self._lock:

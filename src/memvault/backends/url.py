@@ -16,19 +16,22 @@ from urllib.parse import unquote_plus
 
 from memvault.errors import ConfigurationError
 
-# user:password@ right after a "//", up to the first "/", "?" or "#". Matched by hand:
-# urlsplit finds no password when the scheme is not a valid one ("://u:pw@h",
-# "bäd://u:pw@h") and raises on a bad host ("[bad"), yet such strings end up in errors.
-_USERINFO = re.compile(r"^(?P<head>.*?//)(?P<userinfo>[^/?#]*)@", re.DOTALL)
+# user:password@ right after a "//". The password runs to the last "@" before the next
+# "/": an unencoded "#", "?" or "@" in it still ends up hidden. Matched by hand: urlsplit
+# finds no password when the scheme is not a valid one ("://u:pw@h", "bäd://u:pw@h")
+# and raises on a bad host ("[bad"), yet such strings end up in errors.
+_USERINFO = re.compile(r"^(?P<head>.*?//[^/?#:@]*):[^/]*@", re.DOTALL)
+# A password given as a query parameter (libpq's ?password=, sslpassword=, ...), up to
+# the next "&" ("#" included: unencoded, it may be part of the password).
+_QUERY_PASSWORD = re.compile(r"(?P<name>[?&][^=&]*password=)[^&]*", re.IGNORECASE)
 
 
 def redact(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for errors, logs and repr)."""
-    match = _USERINFO.match(url)
-    if match is None or ":" not in match["userinfo"]:
-        return url
-    user = match["userinfo"].split(":", 1)[0]
-    return f"{match['head']}{user}:***@{url[match.end():]}"
+    """The URL with any password replaced by ``***`` (for errors, logs and repr): the
+    one in ``user:password@`` and any query parameter whose name ends in
+    ``password``."""
+    url = _USERINFO.sub(r"\g<head>:***@", url, count=1)
+    return _QUERY_PASSWORD.sub(r"\g<name>***", url)
 
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

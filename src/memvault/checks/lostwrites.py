@@ -43,8 +43,8 @@ from memvault.errors import (
 from memvault.messages import Message, Role
 from memvault.urls import redact
 
-# Errors that promise nothing was applied; everything else may have been.
-NOTHING_APPLIED = (BackendUnavailableError, InvalidMessageError, ConflictError,
+# Errors that promise an append was not applied; any other error may hide one that was.
+APPEND_NOT_APPLIED = (BackendUnavailableError, InvalidMessageError, ConflictError,
                    DuplicateMessageError)
 
 
@@ -96,7 +96,7 @@ def write_turns(opener: Opener, session_id: str, run: str, writer: int, appends:
             log(e="invoke", w=writer, t=t, ids=[m.id for m in batch], at=time.time())
             try:
                 version = s.append(batch)
-            except NOTHING_APPLIED as exc:
+            except APPEND_NOT_APPLIED as exc:
                 log(e="failed", w=writer, t=t, error=repr(exc))
             except Exception as exc:  # OutcomeUnknownError, BackendError, a bug: may have applied
                 log(e="unknown", w=writer, t=t, error=repr(exc))

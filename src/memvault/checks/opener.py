@@ -12,12 +12,11 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Literal, TypeVar
 
-import memvault
-from memvault.aio import AsyncSession, AsyncStore
-from memvault.backends.base import ThreadedAsyncBackend
-from memvault.store import Store, split_options
+from memvault.aio import AsyncSession, AsyncStore, open_async_store
+from memvault.store import open_store
 from memvault.urls import redact
 
 T = TypeVar("T")
@@ -43,6 +42,7 @@ class _LoopThread:
         self.loop.close()
 
 
+# A thin holder with a repr, like Store and AsyncStore: alike in shape only.
 class Blocking:
     """A blocking view of an AsyncStore or AsyncSession (for tests written once)."""
 
@@ -86,6 +86,11 @@ backend's own keyword options. Must be picklable (a module-level function or cla
 a :func:`functools.partial` of one) so worker processes can open their own."""
 
 
+def _ignoring_url(factory: BackendFactory) -> Callable[..., Any]:
+    """``factory`` as a scheme's ``open_backend(url, **options)``: the URL is a label."""
+    return lambda url, **options: factory(**options)
+
+
 @dataclass(frozen=True)
 class Opener:
     """A picklable recipe for a store: worker processes use it to connect on their own.
@@ -112,18 +117,17 @@ class Opener:
 
     def _open(self, merged: dict[str, Any]) -> Any:
         """The sync store, or the native AsyncStore (for the async face)."""
-        if self.factory is None and self.async_factory is None:
-            if self.face == "sync":
-                return memvault.open(self.url, **merged)
-            return memvault.open_async(self.url, **merged)
-        opts, backend_options = split_options(self.url, merged)
+        module = None  # the backend the URL's scheme names
+        if self.factory is not None or self.async_factory is not None:
+            assert self.face == "async" or self.factory is not None, "a sync face needs `factory`"
+            # The factories, shaped as a URL scheme's module is.
+            module = SimpleNamespace(**{
+                name: _ignoring_url(make) for name, make in (
+                    ("open_backend", self.factory), ("open_async_backend", self.async_factory))
+                if make is not None})
         if self.face == "sync":
-            assert self.factory is not None, "a sync face needs `factory`"
-            return Store(self.factory(**backend_options), opts)
-        if self.async_factory is not None:
-            return AsyncStore(self.async_factory(**backend_options), opts)
-        assert self.factory is not None
-        return AsyncStore(ThreadedAsyncBackend(self.factory(**backend_options)), opts)
+            return open_store(self.url, merged, module)
+        return open_async_store(self.url, merged, module)
 
     def __call__(self, **options: Any) -> Any:
         """Open a new handle on the store; ``options`` override the recipe's."""

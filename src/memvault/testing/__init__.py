@@ -24,6 +24,8 @@ _WHERE = {
     "StoreContract": "memvault.testing.contract",
     "BasicsContract": "memvault.testing.contract",
     "ConcurrencyContract": "memvault.testing.contract",
+    "CorruptionContract": "memvault.testing.contract",
+    "CHAIN_DAMAGE": "memvault.testing.contract",
     "DurabilityContract": "memvault.testing.contract",
     "FaultsContract": "memvault.testing.contract",
     "InputsContract": "memvault.testing.contract",
@@ -47,19 +49,21 @@ _WHERE = {
     "StoreStateExtension": "memvault.testing.syrupy_ext",
     "FaultInjector": "memvault.checks.faults",
     "inject_faults": "memvault.checks.faults",
-    "StoreModel": "memvault.testing.model",
-    "model_machine": "memvault.testing.model",
-    "check_against_model": "memvault.testing.model",
+    "StoreModel": "memvault.testing.reference",
+    "model_machine": "memvault.testing.reference",
+    "check_against_model": "memvault.testing.reference",
     "open_seeded": "memvault.testing.seeds",
     "copy_sqlite": "memvault.testing.seeds",
 }
 
 __all__ = [
     "ALL_CAPABILITIES",
+    "CHAIN_DAMAGE",
     "AsyncStoreContract",
     "BackendFactory",
     "BasicsContract",
     "ConcurrencyContract",
+    "CorruptionContract",
     "DurabilityContract",
     "FaultInjector",
     "FaultsContract",
@@ -109,9 +113,11 @@ if TYPE_CHECKING:
     from memvault.checks.report import Finding, LostWriteReport
     from memvault.testing.contract import (
         ALL_CAPABILITIES,
+        CHAIN_DAMAGE,
         AsyncStoreContract,
         BasicsContract,
         ConcurrencyContract,
+        CorruptionContract,
         DurabilityContract,
         FaultsContract,
         InputsContract,
@@ -123,7 +129,7 @@ if TYPE_CHECKING:
         VersionsContract,
         WritesContract,
     )
-    from memvault.testing.model import StoreModel, check_against_model, model_machine
+    from memvault.testing.reference import StoreModel, check_against_model, model_machine
     from memvault.testing.seeds import copy_sqlite, open_seeded
     from memvault.testing.state import diff_states, dump_state, dump_state_async, render_state
     from memvault.testing.syrupy_ext import StoreStateExtension

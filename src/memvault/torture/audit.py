@@ -17,9 +17,11 @@ How the accounting works, per session:
    Anything else is ``unlogged``: a change no event explains.
 2. **Read every node.** Every message the store holds is reachable from the final
    state, from a snapshot (rollback saves the replaced state as one), or was hidden
-   by a pop, whose event names the message. The visible history and each snapshot's
-   history must have exactly the length their pointers give, and they fill in which
-   message sits at which node; two reads that disagree about a node are
+   by a pop, whose event names the message. The visible history, each snapshot's
+   history and the history right before each pop, trim and clear (read back through
+   ``history(at_version=N)``, so a message they hid is read too, not taken on trust)
+   must have exactly the length their pointers give, and they fill in which message
+   sits at which node; two reads that disagree about a node are
    ``misplaced`` (different ids) or ``corrupted`` (same id, different content). A
    node that nothing reaches and no pop names is ``unlogged``.
 3. **Tie acknowledgements to events.** An append acknowledged as version *v* (on a
@@ -98,6 +100,7 @@ class _Session:
         self.records = records
         self.tree = _Tree()
         self.states: set[State] = {(0, 0)}
+        self.at: dict[int, State] = {0: (0, 0)}  # version -> the state right after it
         self.appended: dict[int, list[int]] = {}
         self.popped: dict[int, str] = {}
         self.pop_count: Counter[str] = Counter()
@@ -160,6 +163,7 @@ class _Session:
                 self.flag("unlogged", f"{where}: an operation torture never makes")
             version, state = ev["version"], after
             self.states.add(state)
+            self.at[version] = state
         return state
 
     def observe(self, node: int, msg: Record, source: str) -> None:
@@ -208,6 +212,19 @@ class _Session:
             if target is not None and after != (target["head"], target["base"]):
                 self.flag("unlogged", f"rollback v{version} to {to!r} landed on {after}, not on "
                                       f"{(target['head'], target['base'])}")
+
+    def check_past(self, past: list[Record]) -> None:
+        """The histories read as they were at a version (before a pop, trim or clear)."""
+        for read in past:
+            source = f"history(at_version={read['version']})"
+            if "messages" not in read:
+                self.flag("corrupted" if read.get("corrupt") else "unverified",
+                          f"{source}: {read.get('error')}")
+            elif read["version"] not in self.at:
+                self.flag("unlogged", f"{source} was read; no event has that version")
+            else:
+                self.read_chain(self.at[read["version"]], read["messages"], source,
+                                "unlogged")
 
     def check_calls(self, snaps: dict[str, Record]) -> None:
         calls = {(r["w"], r["n"]): r for r in self.records if r["e"] == "call"}
@@ -332,6 +349,7 @@ class _Session:
         self.read_chain(state, final["history"], "the visible history", "unlogged")
         snaps = {s["name"]: s for s in final["snapshots"]}
         self.check_snapshots(snaps)
+        self.check_past(final.get("past", []))
         turns = self.turns()
         self.check_calls(snaps)
         expected = self.tie_acks(turns)

@@ -5,8 +5,9 @@ Poisson process (``kill_rate`` per second on average): each picks a worker at
 random, writer or reader, sends SIGKILL and starts a new incarnation in its place.
 At the end the workers are asked to stop; one that does not within ``grace``
 seconds is killed too (a *late* kill). Then a fresh handle reads every session's
-info, history, snapshots and log, and each snapshot's own history through a
-throwaway fork, and appends all of it to the history file for the audit.
+info, history, snapshots and log, each snapshot's own history through a
+throwaway fork, and the history before each pop, trim and clear (through
+``history(at_version=N)``), and appends all of it to the history file for the audit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from memvault.checks.opener import Opener
 from memvault.errors import ConfigurationError, CorruptRecordError
-from memvault.torture.workers import Plan, error_fields, wire, work
+from memvault.torture.workers import Assignment, error_fields, wire, work
 from memvault.urls import redact
 
 
@@ -67,10 +68,11 @@ Progress = Callable[[Status], None]
 class _Fleet:
     """The worker processes, one per slot, each slot refilled after a kill."""
 
-    def __init__(self, plan: Plan, settings: Settings, log: Callable[..., None]) -> None:
+    def __init__(self, assignment: Assignment, settings: Settings,
+                 log: Callable[..., None]) -> None:
         self.ctx = multiprocessing.get_context("forkserver")
         self.ctx.set_forkserver_preload(["memvault.torture.workers"])
-        self.plan, self.log = plan, log
+        self.assignment, self.log = assignment, log
         self.roles = ["writer"] * settings.writers + ["reader"] * settings.readers
         self.stop = self.ctx.RawValue("b", 0)
         self.counters = self.ctx.RawArray("q", 2 * len(self.roles))
@@ -82,7 +84,7 @@ class _Fleet:
         worker, self.next_worker = self.next_worker, self.next_worker + 1
         self.incarnation[slot] = worker
         proc = self.ctx.Process(target=work, daemon=True, args=(
-            self.plan, self.roles[slot], worker, slot, self.stop, self.counters))
+            self.assignment, self.roles[slot], worker, slot, self.stop, self.counters))
         proc.start()
         self.procs[slot] = proc
 
@@ -163,9 +165,25 @@ def _snapshot_record(store: Any, s: Any, snap: Any, scratch: str) -> dict[str, A
     return record
 
 
+# Operations that hide messages without a snapshot holding them (a rollback saves the
+# state it replaces as a snapshot, whose history is read anyway).
+_HIDING = ("pop", "trim", "clear")
+
+
+def _past_record(s: Any, version: int) -> dict[str, Any]:
+    """The history right after ``version``, read back through ``history(at_version=)``."""
+    record: dict[str, Any] = {"version": version}
+    try:
+        record["messages"] = [wire(m) for m in s.history(at_version=version)]
+    except Exception as exc:
+        record.update(error_fields(exc), corrupt=isinstance(exc, CorruptRecordError))
+    return record
+
+
 def _final_state(opener: Opener, sessions: tuple[str, ...], status: Status,
                  progress: Progress | None) -> list[dict[str, Any]]:
-    """Everything a user can read about each session, and each snapshot's history."""
+    """Everything a user can read about each session, each snapshot's history, and the
+    history as it was before each pop, trim and clear (what they hid)."""
     records: list[dict[str, Any]] = []
     store = opener(writer="torture-verifier")
     try:
@@ -193,6 +211,8 @@ def _final_state(opener: Opener, sessions: tuple[str, ...], status: Status,
                            for e in events],
                 "snapshots": [_snapshot_record(store, s, snap, f"{sid}~verify~{k}")
                               for k, snap in enumerate(snaps)],
+                "past": [_past_record(s, v) for v in
+                         sorted({e.version - 1 for e in events if e.op in _HIDING})],
             })
     finally:
         store.close()
@@ -228,7 +248,7 @@ def run_torture(store: str | Opener, settings: Settings | None = None,
     folder = Path(settings.history or tempfile.mkdtemp(prefix="memvault-torture-"))
     parts = folder / f"parts-{run}"
     parts.mkdir(parents=True)
-    plan = Plan(opener, run, sessions, str(parts), settings.fault_rate, seed)
+    assignment = Assignment(opener, run, sessions, str(parts), settings.fault_rate, seed)
     parent = (parts / "parent.jsonl").open("a", encoding="utf-8")
 
     def log(**record: Any) -> None:
@@ -237,7 +257,7 @@ def run_torture(store: str | Opener, settings: Settings | None = None,
 
     status = Status()
     try:
-        _hammer(_Fleet(plan, settings, log), settings, random.Random(seed), status, progress)
+        _hammer(_Fleet(assignment, settings, log), settings, random.Random(seed), status, progress)
         state = _final_state(opener, sessions, status, progress)
     finally:
         parent.close()

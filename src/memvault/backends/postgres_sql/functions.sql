@@ -2,7 +2,7 @@
 --
 -- @schema@ is replaced by the quoted schema name before this runs. Every operation of
 -- memvault.backends.engine is one function here, so each costs one round trip; writers
--- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV009
+-- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV011
 -- carry domain errors to the client (see memvault.backends.postgres_calls).
 --
 -- The migrations (NNN_*.sql) create the tables, indexes and types these read and
@@ -16,7 +16,10 @@
 -- message ids and taken snapshot names while inserting (a lookup planned while the
 -- tables were small scanned the whole session until the next ANALYZE); version 3 made
 -- append lock and save a live session inline (one PL/pgSQL call instead of three;
--- 17-19 µs less per append, benchmarks/RESULTS.md); version 4 added chain.
+-- 17-19 µs less per append, benchmarks/RESULTS.md); version 4 added chain. Then every
+-- chain walk became checked (_chain: a broken chain raised nothing, history returned
+-- fewer messages, or the head repeated), pop refuses a body that is not a JSON object
+-- before changing anything, and delete answers false for an expired session.
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -110,22 +113,34 @@ BEGIN
             p_row.head, p_row.base, p_detail);
 END $$;
 
--- The chain from p_head back p_count nodes; k = 1 is p_head. STABLE, so it reads
--- with its caller's snapshot.
-CREATE OR REPLACE FUNCTION @schema@._chain(p_sid bigint, p_head bigint, p_count bigint)
+-- The chain from p_head (at depth p_depth) back p_count nodes; k = 1 is p_head. Each
+-- step follows a link only to the node one level below, and unless every node asked
+-- for was found it raises MV010 (DETAIL: the depth where the chain breaks): a missing
+-- node, a node that is its own parent or a link into another branch never makes a
+-- shorter or repeated history. STABLE, so it reads with its caller's snapshot.
+DROP FUNCTION IF EXISTS @schema@._chain(bigint, bigint, bigint);
+CREATE OR REPLACE FUNCTION @schema@._chain(p_sid bigint, p_head bigint, p_depth bigint, p_count bigint)
 RETURNS TABLE (k bigint, node bigint, depth bigint, msg_id bytea, body text)
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE walk (k, node, parent) AS (
-        SELECT 1::bigint, n.node, n.parent FROM @schema@.nodes n
-        WHERE p_count > 0 AND n.sid = p_sid AND n.node = p_head
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_found bigint;
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE walk (k, node, parent, depth) AS (
+        SELECT 1::bigint, n.node, n.parent, n.depth FROM @schema@.nodes n
+        WHERE p_count > 0 AND n.sid = p_sid AND n.node = p_head AND n.depth = p_depth
         UNION ALL
-        SELECT w.k + 1, n.node, n.parent FROM walk w
-        JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.parent
+        SELECT w.k + 1, n.node, n.parent, n.depth FROM walk w
+        JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.parent AND n.depth = w.depth - 1
         WHERE w.k < p_count
     )
     SELECT w.k, n.node, n.depth, n.msg_id, n.body
-    FROM walk w JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.node
-$$;
+    FROM walk w JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.node;
+    GET DIAGNOSTICS v_found = ROW_COUNT;
+    IF v_found < greatest(p_count, 0) THEN
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - v_found;
+    END IF;
+END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.append(
     p_session bytea, p_ids bytea[], p_bodies text[], p_expect bigint,
@@ -177,16 +192,25 @@ BEGIN
     RETURN v_row.version + 1;
 END $$;
 
-CREATE OR REPLACE FUNCTION @schema@.history(p_session bytea, p_last bigint, p_now double precision)
+CREATE OR REPLACE FUNCTION @schema@.history(p_session bytea, p_last bigint,
+                                            p_now double precision)
 RETURNS SETOF @schema@.stored_row
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_row @schema@.sessions;
+BEGIN
+    SELECT * INTO v_row FROM @schema@.sessions s
+    WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now);
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
     SELECT c.depth, c.body
-    FROM @schema@.sessions s
-    CROSS JOIN LATERAL @schema@._chain(
-        s.sid, s.head, least(coalesce(p_last, s.depth - s.base), s.depth - s.base)) c
-    WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
-    ORDER BY c.depth
-$$;
+    FROM @schema@._chain(v_row.sid, v_row.head, v_row.depth,
+                         least(coalesce(p_last, v_row.depth - v_row.base),
+                               v_row.depth - v_row.base)) c
+    ORDER BY c.depth;
+END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.info(p_session bytea, p_now double precision)
 RETURNS TABLE (version bigint, length bigint, created_at double precision,
@@ -204,13 +228,29 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_node @schema@.nodes;
+    v_envelope json;
     v_head bigint;
 BEGIN
     v_row := @schema@._lock(p_session, p_now, false);
     IF v_row.sid IS NULL OR v_row.depth = v_row.base THEN
         RETURN;
     END IF;
-    SELECT * INTO v_node FROM @schema@.nodes n WHERE n.sid = v_row.sid AND n.node = v_row.head;
+    SELECT * INTO v_node FROM @schema@.nodes n
+    WHERE n.sid = v_row.sid AND n.node = v_row.head AND n.depth = v_row.depth;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_row.depth;
+    END IF;
+    BEGIN
+        v_envelope := v_node.body::json;
+    EXCEPTION WHEN invalid_text_representation OR statement_too_complex THEN
+        v_envelope := NULL;  -- not JSON, or nested too deep to parse
+    END;
+    -- (Only the whole: reading a field de-escapes the body's strings, and text
+    -- cannot hold the NUL a message may carry as \u0000.)
+    IF json_typeof(v_envelope) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'not a memvault envelope' USING ERRCODE = 'MV011',
+            DETAIL = v_row.depth;
+    END IF;
     v_head := v_row.head;
     v_row.head := v_node.parent;
     v_row.depth := v_node.depth - 1;
@@ -220,6 +260,7 @@ BEGIN
     RETURN QUERY SELECT v_node.depth, v_node.body;
 END $$;
 
+-- Every write ends as pop does: bump, _commit with its own event detail, return.
 CREATE OR REPLACE FUNCTION @schema@.trim(
     p_session bytea, p_keep bigint, p_op text, p_writer bytea, p_now double precision,
     p_expires double precision
@@ -320,7 +361,6 @@ DECLARE
     v_row @schema@.sessions;
     v_found bigint;
     v_length bigint;
-    v_copied bigint;
 BEGIN
     v_row := @schema@._lock(p_new, p_now, true);
     -- A live session has a version or a snapshot; a row _lock just made has neither.
@@ -329,28 +369,25 @@ BEGIN
         RAISE EXCEPTION 'session exists' USING ERRCODE = 'MV005';
     END IF;
     WITH src AS (
-        SELECT s.sid, s.head, s.depth - s.base AS length FROM @schema@.sessions s
+        SELECT s.sid, s.head, s.depth, s.depth - s.base AS length FROM @schema@.sessions s
         WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
     ), ptr AS (
-        SELECT src.sid, src.head, src.length FROM src WHERE p_at IS NULL
+        SELECT src.sid, src.head, src.depth, src.length FROM src WHERE p_at IS NULL
         UNION ALL
-        SELECT src.sid, n.head, n.length FROM src
+        SELECT src.sid, n.head, n.base + n.length, n.length FROM src
         JOIN @schema@.snapshots n ON n.sid = src.sid AND n.name = p_at
     ), copied AS (
         INSERT INTO @schema@.nodes (sid, node, parent, depth, msg_id, body)
         SELECT v_row.sid, ptr.length - c.k + 1, ptr.length - c.k, ptr.length - c.k + 1,
                c.msg_id, c.body
-        FROM ptr CROSS JOIN LATERAL @schema@._chain(ptr.sid, ptr.head, ptr.length) c
+        FROM ptr CROSS JOIN LATERAL @schema@._chain(ptr.sid, ptr.head, ptr.depth, ptr.length) c
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM ptr), coalesce((SELECT ptr.length FROM ptr), 0),
            (SELECT count(*) FROM copied)
-    INTO v_found, v_length, v_copied;
+    INTO v_found, v_length;
     IF p_at IS NOT NULL AND v_found = 0 THEN
         RAISE EXCEPTION 'snapshot not found' USING ERRCODE = 'MV004';
-    END IF;
-    IF v_copied <> v_length THEN
-        RAISE EXCEPTION 'fork found % of % messages', v_copied, v_length USING ERRCODE = 'MV009';
     END IF;
     v_row.head := v_length;
     v_row.depth := v_length;
@@ -371,17 +408,22 @@ LANGUAGE sql STABLE AS $$
     ORDER BY e.id
 $$;
 
-CREATE OR REPLACE FUNCTION @schema@.delete(p_session bytea) RETURNS boolean
+-- delete() of an expired session removes what is left of it and answers false, as
+-- every read already did (Redis, whose keys expire, said false; the others true).
+DROP FUNCTION IF EXISTS @schema@.delete(bytea);
+CREATE OR REPLACE FUNCTION @schema@.delete(p_session bytea, p_now double precision) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     v_sid bigint;
+    v_expires double precision;
 BEGIN
-    DELETE FROM @schema@.sessions WHERE name = p_session RETURNING sid INTO v_sid;
+    DELETE FROM @schema@.sessions WHERE name = p_session RETURNING sid, expires_at
+    INTO v_sid, v_expires;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     PERFORM @schema@._purge(v_sid);
-    RETURN true;
+    RETURN v_expires IS NULL OR v_expires > p_now;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.sessions(p_now double precision) RETURNS SETOF bytea
@@ -488,7 +530,7 @@ BEGIN
     END IF;
     RETURN QUERY
         SELECT c.depth, c.body
-        FROM @schema@._chain(v_sid, p_head,
+        FROM @schema@._chain(v_sid, p_head, v_depth,
                              greatest(0, least(coalesce(p_last, v_depth - p_base),
                                                v_depth - p_base))) c
         ORDER BY c.depth;

@@ -43,10 +43,6 @@ local function parse_link(v)
   return tonumber(parent), tonumber(depth), string.sub(v, at)
 end
 
-local function link(node)
-  return parse_link(redis.call('HGET', LINKS, node))
-end
-
 -- Lua's unpack() refuses a few thousand values: long argument lists go in slices.
 local SLICE = 500
 
@@ -68,12 +64,15 @@ local function hset(key, flat)
   end
 end
 
--- The `count` nodes from `head` back, oldest first: their ids, depths and (with
--- `with_ids`) message ids, in three lists.
+-- The `count` nodes from `head` (at depth `top`) back, oldest first: their ids,
+-- depths and (with `with_ids`) message ids, in three lists; or nil and the depth
+-- where the chain is broken (a link missing, or not one level below the last: a
+-- node that is its own parent, or a link into another branch). Never more than
+-- `count` steps.
 -- Along a chain node ids mostly run down one by one (an append after a pop or a
 -- rollback breaks the run), so one HMGET guesses the next ids at once; where a
 -- guess fails, the walk asks again from the real parent, for fewer ids.
-local function chain(head, count, with_ids)
+local function chain(head, top, count, with_ids)
   local nodes, depths, ids = {}, {}, {}
   local node, left, want = head, count, SLICE
   while left > 0 do
@@ -82,8 +81,10 @@ local function chain(head, count, with_ids)
     local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0
     for k = 1, #guess do
       if guess[k] ~= node then break end
-      local parent, depth, at = string.match(links[k], LINK)
-      nodes[left], depths[left] = node, tonumber(depth)
+      local expect, parent, depth, at = top - count + left, nil, nil, nil
+      if links[k] then parent, depth, at = string.match(links[k], LINK) end
+      if tonumber(depth) ~= expect then return nil, expect end
+      nodes[left], depths[left] = node, expect
       if with_ids then ids[left] = string.sub(links[k], at) end
       left, node, used = left - 1, tonumber(parent), k
     end
@@ -92,14 +93,17 @@ local function chain(head, count, with_ids)
   return nodes, depths, ids
 end
 
--- chain(head, count, with_ids), and each node's message (false where it is missing).
-local function messages(head, count, with_ids)
-  local nodes, depths, ids = chain(head, count, with_ids)
+-- chain(head, top, count, with_ids), and each node's message (false where it is
+-- missing); or nil and the depth where the chain is broken.
+local function messages(head, top, count, with_ids)
+  local nodes, depths, ids = chain(head, top, count, with_ids)
+  if not nodes then return nil, depths end
   return hmget(MSGS, nodes), depths, ids
 end
 
 -- The `count` newest nodes of the session `row` (oldest first): their messages and
--- depths. Within the run (see above) ids and depths count down from the head's.
+-- depths (or nil and where the chain is broken). Within the run (see above) ids and
+-- depths count down from the head's.
 local function newest(row, count)
   if row.run and row.head - row.run + 1 >= count then
     local nodes, depths = {}, {}
@@ -108,5 +112,5 @@ local function newest(row, count)
     end
     return hmget(MSGS, nodes), depths
   end
-  return messages(row.head, count, false)
+  return messages(row.head, row.depth, count, false)
 end

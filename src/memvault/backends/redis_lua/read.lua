@@ -3,8 +3,10 @@
 local op, now = ARGV[1], tonumber(ARGV[2])
 local row = live(now)
 
--- The reply of history and chain: {depth, message, ...}, oldest first.
+-- The reply of history and chain: {depth, message, ...}, oldest first; or
+-- {'corrupt', depth, 'chain'} where the chain walked is broken (bodies nil).
 local function stored(bodies, depths, count)
+  if not bodies then return {'corrupt', depths, 'chain'} end
   local reply = {}
   for i = 1, count do
     reply[2 * i - 1] = depths[i]
@@ -33,7 +35,7 @@ elseif op == 'chain' then
   if not at then return false end
   local _, depth = parse_link(at)
   local count = limit(depth - tonumber(ARGV[4]), ARGV[5])
-  local bodies, depths = messages(head, count, false)
+  local bodies, depths = messages(head, depth, count, false)
   return stored(bodies, depths, count)
 elseif op == 'info' then
   if not row then return false end
@@ -45,18 +47,21 @@ elseif op == 'log' then
   if not row then return {} end
   return redis.call('LRANGE', LOG, 0, -1)
 elseif op == 'fork_read' then
-  -- What fork copies: {'ok', id, message, ...} oldest first, or {'missing'}.
-  local head, count = 0, 0
-  if row then head, count = row.head, row.depth - row.base end
+  -- What fork copies: {'ok', id, message, ...} oldest first, {'missing'}, or
+  -- {'corrupt', depth, what} where the source's chain is damaged.
+  local head, top, count = 0, 0, 0
+  if row then head, top, count = row.head, row.depth, row.depth - row.base end
   if ARGV[3] ~= '' then
     local snap = row and redis.call('HGET', SNAPS, ARGV[3])
     if not snap then return {'missing'} end
     snap = cjson.decode(snap)
-    head, count = snap[2], snap[5]
+    head, top, count = snap[2], snap[3] + snap[5], snap[5]
   end
-  local bodies, _, ids = messages(head, count, true)
+  local bodies, depths, ids = messages(head, top, count, true)
+  if not bodies then return {'corrupt', depths, 'chain'} end
   local reply = {'ok'}
   for i = 1, count do
+    if not bodies[i] then return {'corrupt', depths[i], 'missing'} end
     reply[2 * i] = ids[i]
     reply[2 * i + 1] = bodies[i]
   end

@@ -8,9 +8,12 @@ local function drop_all()
 end
 
 if op == 'delete' then
-  local existed = redis.call('EXISTS', META)
+  -- ARGV[2]: now. 1 if the session existed and had not expired (expired keys the
+  -- server has not dropped yet are removed too, and answer 0, like every read).
+  local row = load()
   drop_all()
-  return existed
+  if row and not expired(row, tonumber(ARGV[2])) then return 1 end
+  return 0
 end
 
 if op == 'compact' then
@@ -148,9 +151,18 @@ if op == 'append' then
   commit(row, 'append', head0, base0, {messages = count}, true)
   return {'ok', row.version}
 elseif op == 'pop' then
+  -- {depth, message}, false when empty, or {'corrupt', depth, what} (nothing popped:
+  -- a message that cannot be returned stays).
   if not row or row.depth == row.base then return false end
-  local parent, depth, id = link(row.head)
+  local link, parent, depth, id = redis.call('HGET', LINKS, row.head), nil, nil, nil
+  if link then parent, depth, id = parse_link(link) end
+  if depth ~= row.depth then return {'corrupt', row.depth, 'chain'} end
   local message = redis.call('HGET', MSGS, row.head)
+  if not message then return {'corrupt', depth, 'missing'} end
+  local ok, envelope = pcall(cjson.decode, message)
+  if not ok or type(envelope) ~= 'table' or envelope.v ~= 1 or type(envelope.m) ~= 'table' then
+    return {'corrupt', depth, 'envelope'}
+  end
   local head0, base0 = row.head, row.base
   row.head, row.depth = parent, depth - 1
   if row.run and parent < row.run then row.run = parent end

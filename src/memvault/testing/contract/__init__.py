@@ -4,9 +4,10 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
 (snapshots and rollback), ``VersionsContract`` (``history(at_version=N)``),
-``SerializationContract``, ``InputsContract``,
-``ConcurrencyContract``, ``DurabilityContract`` (reopen), ``TtlContract``,
-``FaultsContract`` (errors and retries) and ``ModelContract`` (against the reference).
+``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
+``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
+``TtlContract``, ``FaultsContract`` (errors and retries) and ``ModelContract``
+(against the reference).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 from memvault.testing.contract.base import ALL_CAPABILITIES, ContractBase
 from memvault.testing.contract.basics import BasicsContract
 from memvault.testing.contract.concurrency import ConcurrencyContract
+from memvault.testing.contract.corruption import CHAIN_DAMAGE, CorruptionContract
 from memvault.testing.contract.durability import DurabilityContract
 from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
-from memvault.testing.contract.model import ModelContract
+from memvault.testing.contract.reference import ModelContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.ttl import TtlContract
@@ -31,6 +33,7 @@ class StoreContract(
     SnapshotsContract,
     VersionsContract,
     SerializationContract,
+    CorruptionContract,
     InputsContract,
     ConcurrencyContract,
     DurabilityContract,
@@ -51,10 +54,12 @@ class AsyncStoreContract(StoreContract):
 
 __all__ = [
     "ALL_CAPABILITIES",
+    "CHAIN_DAMAGE",
     "AsyncStoreContract",
     "BasicsContract",
     "ConcurrencyContract",
     "ContractBase",
+    "CorruptionContract",
     "DurabilityContract",
     "FaultsContract",
     "InputsContract",

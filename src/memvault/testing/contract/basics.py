@@ -107,7 +107,8 @@ class BasicsContract(ContractBase):
         store = opener(writer="agent-7")
         try:
             s = store.session("s")
-            s.append(users(4))
+            sent = users(4)
+            s.append(sent)
             s.snapshot("cp")
             s.pop()
             s.trim(keep_last=1)
@@ -118,7 +119,9 @@ class BasicsContract(ContractBase):
             assert {e.writer for e in log} == {"agent-7"}
             assert [e.version for e in log] == [1, 1, 2, 3, 4, 5]
             assert log[2].head_before != log[2].head_after
-            assert log[4].detail["to"] == "cp"
+            assert [e.detail for e in log] == [
+                {"messages": 4}, {"name": "cp"}, {"message_id": sent[3].id}, {"hidden": 2},
+                {"to": "cp", "saved": "auto:pre-rollback@v3"}, {"hidden": 4}]
         finally:
             store.close()
 

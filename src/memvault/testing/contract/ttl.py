@@ -7,6 +7,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from memvault.errors import ConflictError
 from memvault.testing.contract.base import ContractBase, texts, users
 
 TTL = 1.5
@@ -44,6 +47,26 @@ class TtlContract(ContractBase):
             assert store.sessions() == []
             assert s.append(users(1, "new")) == 1
             assert texts(s.history()) == ["new0"] and s.snapshots() == []
+
+    def test_expired_session_is_gone_for_writes_too(self, opener: Any) -> None:
+        """A write to an expired session starts it afresh, so its expect_version is 0,
+        not the expired row's version; delete() of an expired session answers False
+        (it did not exist for any read) and leaves nothing behind. Failing: the engine
+        compares expect_version with the expired row's version (a mutant that survived
+        the suite), or delete() answers True on one backend and False on another
+        (memory, SQLite and PostgreSQL said True, Redis False).
+        """
+        with self.session_with_ttl(opener) as (store, s):
+            gone = store.session("gone")
+            gone.append(users(1))
+            assert s.info().version == 1
+            time.sleep(TTL * 1.2)
+            assert gone.delete() is False and gone.delete() is False
+            assert gone.append(users(1, "again")) == 1 and len(gone.log()) == 1
+            with pytest.raises(ConflictError, match="at version 0"):
+                s.append(users(1, "stale"), expect_version=1)
+            assert s.append(users(1, "new"), expect_version=0) == 1
+            assert texts(s.history()) == ["new0"]
 
     def test_every_write_slides_the_ttl(self, opener: Any) -> None:
         """A write before expiry extends it by the full TTL.

@@ -1,0 +1,132 @@
+"""Damaged data is loud (invariant 5): a read returns exactly what was written or
+raises CorruptRecordError naming the session; never a shorter, repeated or altered
+history, and a write that meets damage changes nothing.
+
+The damage is done by the test class's :meth:`CorruptionContract.damage` (and
+:meth:`~memvault.testing.contract.base.ContractBase.corrupt`), reaching into the
+backend's own storage; the ``corrupt`` capability says it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from memvault.errors import CorruptRecordError
+from memvault.messages import Message
+from memvault.testing.contract.base import ContractBase, users
+
+CHAIN_DAMAGE = ("missing", "self-parent")
+"""How :meth:`CorruptionContract.damage` may break a chain: the node at the depth is
+deleted, or made its own parent."""
+
+
+def _loud(session_id: str, call: Callable[[], Any], expected: Any) -> bool:
+    """``call()`` returns ``expected`` (True) or raises CorruptRecordError naming the
+    session (False); anything else fails the test."""
+    try:
+        got = call()
+    except CorruptRecordError as exc:
+        assert exc.session_id == session_id, exc
+        return False
+    assert got == expected
+    return True
+
+
+class CorruptionContract(ContractBase):
+    def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
+        """Damage the stored session: ``kind`` is one of :data:`CHAIN_DAMAGE` (the node
+        at ``depth`` of the visible chain), ``"event"`` (the newest event's detail
+        becomes text that is not JSON) or ``"snapshot"`` (the record of the session's
+        first snapshot becomes unreadable). Override it with the ``corrupt`` capability;
+        skip for a kind the backend cannot hold damaged (e.g. records kept as objects).
+        """
+        pytest.skip("the test class does not implement damage()")
+
+    @pytest.mark.parametrize("kind", CHAIN_DAMAGE)
+    def test_broken_chain_is_loud(self, store: Any, kind: str) -> None:
+        """A chain missing a node, or with a node that is its own parent: history,
+        fork and pop give exactly what was written or raise CorruptRecordError; a
+        failed write changes nothing. Failing: SQLite and PostgreSQL returned a
+        shorter history (5 messages, 2 returned), SQLite looped for ever on a node
+        that is its own parent and PostgreSQL returned the head 5 times; fork copied
+        the truncated history; pop raised a raw TypeError.
+        """
+        self.require("corrupt")
+        sent = users(5)
+        s = store.session("victim")
+        s.append(sent)
+        self.damage(store, "victim", 3, kind)
+        loud = not _loud("victim", s.history, sent)
+        assert _loud("victim", lambda: s.history(last=2), sent[3:])
+        assert s.info().length == 5
+        if not _loud("victim", lambda: s.fork("copy").history(), sent):
+            loud = True
+            assert store.session("copy").info() is None and store.sessions() == ["victim"]
+        for i in reversed(range(5)):
+            version = s.info().version
+            if not _loud("victim", s.pop, sent[i]):
+                loud = True
+                assert s.info().version == version  # the failed pop committed nothing
+                break
+        assert loud, "the damage went unnoticed by every read"
+
+    def test_missing_head_leaves_pop_undone(self, store: Any) -> None:
+        """pop of a head whose node is gone raises CorruptRecordError and changes
+        nothing. Failing: pop committed (version bumped) before failing, or raised a
+        driver error.
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append(users(3))
+        self.damage(store, "victim", 3, "missing")
+        with pytest.raises(CorruptRecordError) as err:
+            s.pop()
+        assert (err.value.session_id, err.value.depth) == ("victim", 3)
+        assert (s.info().version, s.info().length) == (1, 3)
+        assert [e.op for e in s.log()] == ["append"]
+
+    def test_undecodable_head_leaves_pop_undone(self, store: Any) -> None:
+        """pop of a message that cannot be decoded raises CorruptRecordError and
+        changes nothing. Failing: pop committed before decoding, so a retry popped a
+        second message.
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append(users(2))
+        self.corrupt(store, "victim", 2, "not json")
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError):
+                s.pop()
+        assert (s.info().version, s.info().length) == (1, 2)
+
+    @pytest.mark.parametrize(("kind", "read", "named"), [
+        ("event", "log", "event"), ("snapshot", "snapshots", "'here'")])
+    def test_damaged_record_is_loud(self, store: Any, kind: str, read: str,
+                                    named: str) -> None:
+        """An event whose detail, or a snapshot whose record, cannot be decoded: log()
+        or snapshots() raises CorruptRecordError naming the session and the record.
+        Failing: a raw JSONDecodeError/TypeError.
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append([Message.user("a")])
+        s.snapshot("here")
+        self.damage(store, "victim", 1, kind)
+        with pytest.raises(CorruptRecordError, match=named) as err:
+            getattr(s, read)()
+        assert err.value.session_id == "victim"
+
+    def test_deeply_nested_body_is_loud(self, store: Any) -> None:
+        """A stored body nested 100,000 deep raises CorruptRecordError naming the
+        session and depth. Failing: RecursionError from the JSON decoder.
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append(users(2))
+        self.corrupt(store, "victim", 2, '{"v":1,"m":' + "[" * 100_000 + "]" * 100_000 + "}")
+        with pytest.raises(CorruptRecordError) as err:
+            s.history()
+        assert (err.value.session_id, err.value.depth) == ("victim", 2)

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 Outcome = Literal["ok", "failed", "unknown"]
 
+# One small frozen dataclass per kind of record: alike in shape only.
+
 
 @dataclass(frozen=True)
 class RunStarted:

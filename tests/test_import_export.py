@@ -241,3 +241,19 @@ def test_import_reads_stdin(tmp_path: Path) -> None:
     done = CliRunner().invoke(app, ["--url", f"sqlite:///{tmp_path}/dst.db", "import", "-"],
                               input=text)
     assert done.exit_code == 0 and "imported 2 sessions: 'first', 'second'" in done.stdout
+
+
+def test_export_reads_snapshots_on_every_backend(url: str, tmp_path: Path) -> None:
+    with memvault.open(url) as store:
+        s = store.session("s")
+        s.append([Message.user("a"), Message.assistant("b"), Message.user("c")])
+        s.trim(keep_last=2)
+        s.snapshot("trimmed")
+        s.pop()
+        s.snapshot("popped")
+    dst = f"sqlite:///{tmp_path}/dst.db"
+    assert cli("--url", dst, "import", str(dump(tmp_path, url))).exit_code == 0
+    with memvault.open(url) as a, memvault.open(dst) as b:
+        assert contents(b) == contents(a)
+        assert [m.content for m in b.session("s").fork("t", at="trimmed").history()] == [
+            "b", "c"]

@@ -36,7 +36,7 @@ class AsyncSession:
 
     async def history(self, last: int | None = None, *, full: bool = False,
                       at_version: int | None = None) -> list[Message]:
-        last = self._opts.last(last)
+        last = self._opts.check_last(last)
         if at_version is None:
             stored = await self._backend.history(
                 self.id, *self._opts.read_args(last, full, self._opts.now()))
@@ -71,19 +71,19 @@ class AsyncSession:
         return await self._backend.trim(self.id, 0, "clear", self._opts.write())
 
     async def snapshot(self, name: str) -> Snapshot:
-        return await self._backend.snapshot(self.id, self._opts.snapshot_name(name),
+        return await self._backend.snapshot(self.id, self._opts.check_snapshot_name(name),
                                             self._opts.write())
 
     async def snapshots(self) -> list[Snapshot]:
         return await self._backend.snapshots(self.id, self._opts.now())
 
     async def rollback(self, name: str) -> Snapshot:
-        return await self._backend.rollback(self.id, self._opts.snapshot_name(name, user=False),
-                                            self._opts.write())
+        name = self._opts.check_snapshot_name(name, user=False)
+        return await self._backend.rollback(self.id, name, self._opts.write())
 
     async def fork(self, new_id: str, *, at: str | None = None) -> AsyncSession:
         new = AsyncSession(self._store, new_id)
-        at = None if at is None else self._opts.snapshot_name(at, user=False)
+        at = None if at is None else self._opts.check_snapshot_name(at, user=False)
         await self._backend.fork(self.id, new.id, at, self._opts.write())
         return new
 

@@ -378,10 +378,9 @@ def export_(
     url: UrlOption = None,
 ) -> None:
     """Write sessions as JSONL to stdout: messages, user snapshots, visible history."""
-    with opened(url, read_only=True) as store:  # a missing store is an error, not created
+    with opened(url, read_only=True) as store:
         for sid in session or []:
             existing(store, sid)
-    with opened(url) as store:  # each snapshot is read through a temporary fork
         for line in transfer.export_sessions(store, session or None):
             sys.stdout.write(line + "\n")
 

@@ -43,7 +43,10 @@ MAX_TTL = 100 * 365.25 * 86400
 
 @dataclass(frozen=True)
 class Options:
-    """The store handle's own options, shared by the sync and async facades.
+    """The store handle's own options, and what the sync and async facades share
+    without I/O: checking arguments (``check_*``, ``encode``), decoding what the
+    backend returns (``decode``), and the clock and writer of each call (``now``,
+    ``write``).
 
     Attributes:
         url: the store URL (shown with its password redacted).
@@ -73,6 +76,7 @@ class Options:
 
     @staticmethod
     def now() -> float:
+        """The time of a read (epoch seconds): what has expired by then is not there."""
         return time.time()
 
     def encode(self, messages: Sequence[MessageLike], expect_version: int | None) -> list[Record]:
@@ -106,10 +110,12 @@ class Options:
         return [decode_message(session_id, depth, body) for depth, body in stored]
 
     @staticmethod
-    def last(last: int | None) -> int | None:
+    def check_last(last: int | None) -> int | None:
+        """``last=`` if valid (None or a count), else InvalidArgumentError."""
         return None if last is None else check_count("last", last)
 
-    def snapshot_name(self, name: str, *, user: bool = True) -> str:
+    def check_snapshot_name(self, name: str, *, user: bool = True) -> str:
+        """``name`` if valid under the limits (``user``: not an ``auto:`` name)."""
         return self.limits.check_snapshot_name(name, user=user)
 
     @staticmethod
@@ -202,7 +208,7 @@ class Session:
             VersionNotFoundError: the session never reached ``at_version``, or
                 ``compact(keep_events=...)`` dropped its event.
         """
-        last = self._opts.last(last)
+        last = self._opts.check_last(last)
         if at_version is None:
             return self._opts.decode(self.id, self._backend.history(
                 self.id, *self._opts.read_args(last, full, self._opts.now())))
@@ -277,7 +283,8 @@ class Session:
             SnapshotExistsError: the name is taken; snapshots are never overwritten.
             InvalidMessageError: an empty, over-long or ``auto:`` name.
         """
-        return self._backend.snapshot(self.id, self._opts.snapshot_name(name), self._opts.write())
+        name = self._opts.check_snapshot_name(name)
+        return self._backend.snapshot(self.id, name, self._opts.write())
 
     def snapshots(self) -> list[Snapshot]:
         """Every snapshot of the session, oldest first."""
@@ -292,7 +299,7 @@ class Session:
         Returns:
             The auto-saved snapshot of the replaced state.
         """
-        return self._backend.rollback(self.id, self._opts.snapshot_name(name, user=False),
+        return self._backend.rollback(self.id, self._opts.check_snapshot_name(name, user=False),
                                       self._opts.write())
 
     def fork(self, new_id: str, *, at: str | None = None) -> Session:
@@ -302,7 +309,7 @@ class Session:
             ConflictError: ``new_id`` already exists.
         """
         new = Session(self._store, new_id)
-        at = None if at is None else self._opts.snapshot_name(at, user=False)
+        at = None if at is None else self._opts.check_snapshot_name(at, user=False)
         self._backend.fork(self.id, new.id, at, self._opts.write())
         return new
 

@@ -33,13 +33,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from memvault.errors import ConflictError, InvalidMessageError, MemvaultError
 from memvault.messages import Message, encode_message
+from memvault.model import Snapshot
 from memvault.replay import Replay
 from memvault.store import Session, Store
 
@@ -50,14 +50,12 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-def _snapshot_history(store: Store, session_id: str, name: str) -> list[Message]:
-    """The messages a snapshot holds, read through a temporary fork deleted at once
-    (the public API has no other way to read a snapshot without changing the session)."""
-    temp = store.session(session_id).fork(f"memvault-export-{uuid.uuid4().hex}", at=name)
-    try:
-        return temp.history()
-    finally:
-        temp.delete()
+def _snapshot_history(store: Store, session_id: str, snap: Snapshot) -> list[Message]:
+    """The messages a snapshot holds, read from its pointers (nothing is written)."""
+    stored = store.backend.chain(session_id, snap.head, snap.base, None, store.options.now())
+    if stored is None:  # the session expired or was deleted meanwhile
+        return []
+    return store.options.decode(session_id, stored)
 
 
 def export_session(store: Store, session_id: str, *, snapshots: bool = True) -> Iterator[str]:
@@ -67,14 +65,14 @@ def export_session(store: Store, session_id: str, *, snapshots: bool = True) -> 
     Args:
         store: the store to read.
         session_id: the session to export.
-        snapshots: include the user snapshots (each read through a temporary fork
-            that is deleted right after).
+        snapshots: include the user snapshots (read from their pointers; the export
+            writes nothing).
     """
     s = store.session(session_id)
     if s.info() is None:
         return
     history = s.history()
-    held = [(snap.name, _snapshot_history(store, session_id, snap.name))
+    held = [(snap.name, _snapshot_history(store, session_id, snap))
             for snap in (s.snapshots() if snapshots else []) if not snap.auto]
     if not history and not held:
         return  # nothing to carry, and nothing an import could rebuild

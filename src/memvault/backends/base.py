@@ -40,7 +40,8 @@ class Write:
 
 
 class Backend(Protocol):
-    """The synchronous backend protocol (see the design's operation table).
+    """The synchronous backend protocol: one method per store operation (README's
+    API tour), each one atomic.
 
     ``chain`` reads any state the event log points to: the messages of the chain
     ending at node ``head`` with depth above ``base`` (the newest ``last`` of them;

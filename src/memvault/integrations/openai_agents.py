@@ -6,9 +6,9 @@
 ``MemvaultSession`` implements the SDK's ``Session`` protocol structurally
 (``session_id``, ``session_settings``, ``get_items``, ``add_items``, ``pop_item``,
 ``clear_session``) on a :class:`memvault.AsyncStore`, and adds memvault's
-``snapshot``, ``rollback`` and ``fork``; :attr:`MemvaultSession.memvault` is the
-underlying :class:`memvault.AsyncSession` for everything else (``log``, ``info``,
-``trim``).
+``snapshot``, ``rollback`` and ``fork``; :attr:`MemvaultSession.async_session` is
+the underlying :class:`memvault.AsyncSession` for everything else (``log``, ``info``,
+``trim``), under the name LangChain's ``MemvaultChatMessageHistory`` gives it.
 
 How an item is stored. Each ``TResponseInputItem`` becomes one memvault
 :class:`~memvault.Message`:
@@ -164,8 +164,9 @@ class MemvaultSession:
         return f"MemvaultSession({self.session_id!r}, {self._store!r})"
 
     @property
-    def memvault(self) -> AsyncSession:
-        """The memvault session underneath: ``log()``, ``info()``, ``trim()``, ..."""
+    def async_session(self) -> AsyncSession:
+        """The memvault session underneath: ``log()``, ``info()``, ``trim()``, ...
+        (the same attribute as ``MemvaultChatMessageHistory.async_session``)."""
         return self._session
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:

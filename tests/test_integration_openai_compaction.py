@@ -74,10 +74,10 @@ async def test_compaction_stores_a_summary_and_keeps_the_originals(store: Any) -
     assert await s.get_items() == COMPACTED
     await s.add_items(turn(3))
     assert await s.get_items() == COMPACTED + turn(3)
-    full = await s.memvault.history(full=True)
+    full = await s.async_session.history(full=True)
     assert [m.metadata.get("openai_agents") for m in full[:4]] == originals
-    info = await s.memvault.info()
-    assert info.summarized == 4 and (await s.memvault.log())[-2].op == "summarize"
+    info = await s.async_session.info()
+    assert info.summarized == 4 and (await s.async_session.log())[-2].op == "summarize"
 
 
 async def test_unforced_compaction_waits_for_the_threshold(store: Any) -> None:
@@ -119,14 +119,14 @@ async def test_a_failed_compaction_changes_nothing(store: Any, failure: str) -> 
             else StubResponses(during=hang))
     s = session(store, stub)
     await s.add_items(turn(1) + turn(2))
-    before = (await s.get_items(), await s.memvault.info())
+    before = (await s.get_items(), await s.async_session.info())
     task = asyncio.create_task(s.run_compaction({"force": True}))
     if failure == "cancelled":
         await started.wait()
         task.cancel()
     with pytest.raises(RuntimeError if failure == "raises" else asyncio.CancelledError):
         await task
-    assert (await s.get_items(), await s.memvault.info()) == before
+    assert (await s.get_items(), await s.async_session.info()) == before
 
 
 async def test_compaction_refused_when_its_items_were_popped_meanwhile(store: Any) -> None:

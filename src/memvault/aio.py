@@ -52,7 +52,7 @@ class AsyncSession:
 
     async def summarize(self, summary: MessageLike, *, through: str,
                         expect_version: int | None = None) -> int:
-        record, through = self._opts.summary(summary, through, expect_version)
+        record, through = self._opts.check_summary(summary, through, expect_version)
         return await self._backend.summarize(self.id, record, through, expect_version,
                                              self._opts.write())
 

@@ -86,7 +86,7 @@ class Options:
         lim = self.limits
         return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
-    def summary(self, summary: MessageLike, through: object,
+    def check_summary(self, summary: MessageLike, through: object,
                 expect_version: int | None) -> tuple[Record, str]:
         """Validate summarize's arguments; raises before anything is written."""
         if expect_version is not None:
@@ -253,7 +253,7 @@ class Session:
             DuplicateMessageError: the summary's id is another stored message's.
             ConflictError: ``expect_version`` did not match.
         """
-        record, through = self._opts.summary(summary, through, expect_version)
+        record, through = self._opts.check_summary(summary, through, expect_version)
         return self._backend.summarize(self.id, record, through, expect_version,
                                        self._opts.write())
 

@@ -55,7 +55,7 @@ Compaction. ``MemvaultSession`` is also an ``OpenAIResponsesCompactionAwareSessi
 :meth:`~MemvaultSession.run_compaction` sends the context view to
 ``responses.compact`` and stores the compacted items as a memvault summary
 (:meth:`memvault.AsyncSession.summarize`) through the last item it sent. Nothing is
-deleted: the originals stay readable (``memvault.history(full=True)``), items added
+deleted: the originals stay readable (``async_session.history(full=True)``), items added
 while the compaction ran stay after it, a compaction that raises or is cancelled
 writes nothing, and rolling back to a snapshot taken before undoes it. ``clear_session``
 hides the history (snapshots still reach it, and the event log says who cleared

@@ -330,7 +330,7 @@ def _whole_tool_groups(items: list[TResponseInputItem], *,
     ``calls_too``, without the calls whose output is not)."""
     def call_id(item: Any) -> tuple[bool, Any] | None:
         kind = item.get("type") if isinstance(item, Mapping) else None
-        if not isinstance(kind, str) or "call_id" not in item:
+        if not isinstance(kind, str) or not isinstance(item.get("call_id"), str):
             return None
         return kind.endswith("_output"), item["call_id"]
 

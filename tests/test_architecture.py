@@ -6,6 +6,7 @@ Every import counts, also those inside functions (a lazy import is still a depen
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).parents[1] / "src"
@@ -115,7 +116,6 @@ def test_backends_import_only_low_modules() -> None:
 def test_the_version_is_written_once() -> None:
     """pyproject.toml reads it from the package; the installed metadata agrees."""
     import importlib.metadata
-    import re
 
     import memvault
 
@@ -149,3 +149,13 @@ def test_the_torture_command_and_its_tools_need_no_pytest() -> None:
         if name.startswith(("memvault.checks", "memvault.torture")):
             assert not {d for d in edges[name] if d.startswith("memvault.testing")}, name
             assert not third_party_imports(mods[name]) & {"pytest", "hypothesis", "syrupy"}, name
+
+
+def test_no_doc_sends_the_reader_to_a_document_they_cannot_see() -> None:
+    """The design document and the issues live outside the repository."""
+    root = SRC.parent
+    texts = [root / "README.md", *sorted((root / "docs").glob("*.md")),
+             *sorted(PACKAGE.rglob("*.py")), *sorted(PACKAGE.rglob("*.sql"))]
+    cited = [str(p.relative_to(root)) for p in texts
+             if re.search(r"DESIGN\.md|the design\b|\bissue #?\d", p.read_text("utf-8"))]
+    assert cited == []

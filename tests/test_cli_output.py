@@ -115,6 +115,22 @@ def test_last_shows_real_positions_and_log_shows_dates(tmp_path: Path) -> None:
     assert day in cli("--url", url, "log", "s").stdout
 
 
+def test_show_marks_the_summary_and_all_shows_the_originals(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        s = store.session("s")
+        msgs = [Message.user(f"m{i}") for i in range(1, 5)]
+        s.append(msgs)
+        s.summarize(Message.system("S"), through=msgs[2].id)
+    out = cli("--url", url, "show", "s").stdout.splitlines()
+    assert [r.split()[-1] for r in out[1:3]] == ["S", "m4"]
+    assert "summary" in out[3] and "3" in out[3] and "--all" in out[3]
+    rows = cli("--url", url, "show", "s", "--all").stdout.splitlines()[1:]
+    assert [r.split()[-1] for r in rows] == ["m1", "m2", "m3", "S", "m4"]
+    rows = cli("--url", url, "show", "s", "--all", "--last", "2").stdout.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["4", "5"]
+
+
 def test_long_content_is_cut_unless_full(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/x.db"
     big = "x" * (4 * 1024 * 1024 - 200)

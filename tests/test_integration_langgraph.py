@@ -250,3 +250,21 @@ def test_a_saver_sees_what_another_saver_did_to_the_thread(any_store_url: str) -
         assert shape(mine.get_state(cfg).values["messages"]) == [
             ("human", "three", []), ("ai", "echo: three", []),
             ("human", "four", []), ("ai", "echo: four", [])]
+
+
+def test_writes_resolve_as_on_in_memory_saver(any_store_url: str) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.types import INTERRUPT
+
+    def writes(saver: Any) -> Any:
+        cfg = saver.put({"configurable": {"thread_id": "w", "checkpoint_ns": ""}},
+                        empty_checkpoint(), {"source": "input", "step": -1}, {})
+        saver.put_writes(cfg, [("ch", "first"), (INTERRUPT, "ask 1")], "task-b", "b")
+        saver.put_writes(cfg, [("ch", "second"), (INTERRUPT, "ask 2")], "task-b", "b")
+        saver.put_writes(cfg, [("ch", "other task")], "task-a", "a")
+        return saver.get_tuple(cfg).pending_writes
+
+    with memvault.open(any_store_url) as store:
+        assert writes(MemvaultSaver(store)) == writes(InMemorySaver()) == [
+            ("task-a", "ch", "other task"), ("task-b", INTERRUPT, "ask 2"),
+            ("task-b", "ch", "first")]

@@ -73,7 +73,7 @@ async def test_multi_turn_run_with_tool_calls_matches_the_sdk_sqlite_session(sto
 async def test_the_run_is_readable_by_a_later_session_object(store: Any) -> None:
     await converse(MemvaultSession("run-2", store))
     later = MemvaultSession("run-2", store)
-    history = await later.memvault.history()
+    history = await later.async_session.history()
     assert [m.role for m in history[:4]] == ["user", "assistant", "assistant", "tool"]
     assert history[2].tool_calls == (ToolCall(id="call_1", name="add",
                                               arguments='{"a": 1, "b": 2}'),)
@@ -107,7 +107,7 @@ async def test_pop_and_clear_behave_like_the_sdk_sqlite_session(store: Any) -> N
     assert await ours.get_items() == await theirs.get_items() == items[:1]
     await ours.clear_session()
     assert await ours.get_items() == [] and await ours.pop_item() is None
-    assert [e.op for e in await ours.memvault.log()] == ["append", "pop", "clear"]
+    assert [e.op for e in await ours.async_session.log()] == ["append", "pop", "clear"]
 
 
 async def test_popped_items_added_back_are_stored_again(store: Any) -> None:
@@ -151,14 +151,14 @@ async def test_reused_ids_with_the_same_content_in_later_turns_are_stored(store:
 async def test_a_concurrent_writer_does_not_make_the_append_repeat(store: Any) -> None:
     session = MemvaultSession("race", store)
     other = store.session("race")
-    real_append = session.memvault.append
+    real_append = session.async_session.append
 
     async def append_then_another_writer(messages: Any, **kwargs: Any) -> int:
         version = await real_append(messages, **kwargs)
         await other.append([Message.user("written by another worker")])
         return version
 
-    session.memvault.append = append_then_another_writer  # type: ignore[method-assign]
+    session.async_session.append = append_then_another_writer  # type: ignore[method-assign]
     batch = [{"role": "user", "content": "q"}, {"id": "msg_1", "type": "message",
              "role": "assistant", "content": []}]
     await session.add_items(batch)
@@ -253,7 +253,7 @@ async def test_is_an_sdk_session_and_opens_from_a_url(tmp_path: Any) -> None:
         assert isinstance(session, SessionProtocol)
         assert session.session_id == "u" and session.session_settings == SessionSettings()
         await session.add_items([{"role": "user", "content": "persisted"}])
-        assert (await session.memvault.log())[0].writer == "tests"
+        assert (await session.async_session.log())[0].writer == "tests"
     async with MemvaultSession("u", url) as again:
         assert await again.get_items() == [{"role": "user", "content": "persisted"}]
 
@@ -283,7 +283,7 @@ def test_each_item_kind_of_the_sdk_round_trips(name: str, kind: Any) -> None:
                 await session.add_items(items)  # type: ignore[arg-type]
                 got = await session.get_items()
                 assert json.dumps(got) == json.dumps(items)
-                for item, message in zip(items, await session.memvault.history(), strict=True):
+                for item, message in zip(items, await session.async_session.history(), strict=True):
                     if str(item.get("type")).endswith("_output"):
                         assert message.role == "tool"
 

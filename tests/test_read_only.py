@@ -91,3 +91,21 @@ def test_redis_database_must_be_a_number(url: str) -> None:
     with pytest.raises(ConfigurationError, match="database"):
         memvault.open(url)
     one_line_error(cli("--url", url, "sessions"), "database")
+
+
+def test_export_with_snapshots_writes_nothing(tmp_path: Path) -> None:
+    """Snapshots are read from their pointers: no temporary fork, no write lock, the
+    store read-only and unchanged."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        s = store.session("x")
+        s.append([Message.user("one"), Message.user("two")])
+        s.snapshot("cp")
+        s.pop()
+        log = s.log()
+    with write_locked(tmp_path / "x.db"):
+        done = cli("--url", f"{url}?busy_timeout=0", "export")
+    assert done.exit_code == 0, done.stderr
+    assert '"type":"snapshot","name":"cp"' in done.stdout and '"content":"two"' in done.stdout
+    with memvault.open(url) as store:
+        assert store.sessions() == ["x"] and store.session("x").log() == log

@@ -28,7 +28,8 @@ def test_sync_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     with memvault.open("sqlite:///agent.db") as store:
         assert store.sessions() == ["user-42", "user-42-retry"]
         # trim(keep_last=50) kept everything: no change, no event
-        assert [e.op for e in store.session("user-42").log()][-3:] == ["rollback", "pop", "clear"]
+        assert [e.op for e in store.session("user-42").log()][-4:] == [
+            "rollback", "summarize", "pop", "clear"]
 
 
 def test_async_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

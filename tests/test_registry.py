@@ -80,3 +80,19 @@ def test_the_shipped_example_is_registered(tmp_path: Path) -> None:
             memvault.open(bad)
     with pytest.raises(ConfigurationError, match="unsupported option 'colour'"):
         memvault.open(f"{url}?colour=blue")
+
+
+def test_memvaults_own_schemes_open_without_reading_entry_points(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Reading every installed package's metadata costs milliseconds: an open of a
+    built-in scheme must not pay it (only an unknown scheme looks there)."""
+    import memvault.urls
+
+    def no_scan(**kwargs: object) -> None:
+        raise AssertionError("entry points read for a built-in scheme")
+
+    monkeypatch.setattr(memvault.urls, "entry_points", no_scan)
+    memvault.open("memory://").close()
+    memvault.open(f"sqlite:///{tmp_path}/x.db").close()
+    with pytest.raises(AssertionError, match="entry points read"):
+        memvault.open("thirdjson://x.json")

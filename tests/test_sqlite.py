@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -32,6 +33,26 @@ def test_newer_schema_is_refused_clearly(tmp_path: Path) -> None:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     with memvault.open(f"sqlite:///{path}") as store:
         assert store.session("s").history()[0].content == "keep me"
+
+
+def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None:
+    """A file written before summaries (schema 1) is upgraded in place: its
+    histories and snapshots read as before, and its sessions can be summarized."""
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "data" / "baseline.sqlite", path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    with memvault.open(f"sqlite:///{path}") as store:
+        sid = next(i for i in store.sessions() if len(store.session(i).history()) >= 2)
+        s = store.session(sid)
+        before, snapshots = s.history(), s.snapshots()
+        assert all((snap.summary, snap.through) == (0, 0) for snap in snapshots)
+        s.summarize(Message.system("summary"), through=before[0].id)
+        assert [m.content for m in s.history()] == ["summary"] + \
+            [m.content for m in before[1:]]
+        assert s.history(full=True) == [before[0], s.history()[0], *before[1:]]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
 
 
 def test_not_a_database(tmp_path: Path) -> None:

@@ -47,6 +47,23 @@ def test_export_import_round_trip_on_every_backend(any_store_url: str) -> None:
         assert [m.id for m in target.session("user-42").history()] == ["sys", "u1", "a1", "t1"]
 
 
+def test_summaries_travel_with_their_originals(any_store_url: str) -> None:
+    """A summarized session exports its originals, its summaries and where each was
+    taken; the import reads the same in both views, and exports the same file."""
+    with memvault.open("memory://") as source, memvault.open(any_store_url) as target:
+        s = source.session("sum")
+        msgs = [Message.user(f"m{i}") for i in range(6)]
+        s.append(msgs)
+        s.summarize(Message.system("S1"), through=msgs[1].id)
+        s.summarize(Message.system("S2"), through=msgs[3].id)
+        lines = list(export_session(source, "sum"))
+        import_sessions(target, lines)
+        t = target.session("sum")
+        assert t.history() == s.history() and t.history(full=True) == s.history(full=True)
+        assert t.info().summarized == 4
+        assert list(export_session(target, "sum")) == lines
+
+
 def test_committed_export_matches_the_committed_sqlite_baseline(tmp_path: Path) -> None:
     with memvault.open(f"sqlite:///{tmp_path}/x.db") as imported, \
             memvault.open("memory://") as replayed:

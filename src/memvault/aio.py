@@ -22,7 +22,7 @@ class AsyncSession:
 
     def __init__(self, store: AsyncStore, session_id: str) -> None:
         self._opts = store.options
-        self.id = self._opts.limits.session_id(session_id)
+        self.id = self._opts.limits.check_session_id(session_id)
         self._backend = store.backend
         self._store = store
 
@@ -34,11 +34,12 @@ class AsyncSession:
         records = self._opts.encode(messages, expect_version)
         return await self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    async def history(self, last: int | None = None, *,
+    async def history(self, last: int | None = None, *, full: bool = False,
                       at_version: int | None = None) -> list[Message]:
-        last = self._opts.last(last)
+        last = self._opts.check_last(last)
         if at_version is None:
-            stored = await self._backend.history(self.id, last, self._opts.now())
+            stored = await self._backend.history(
+                self.id, *self._opts.read_args(last, full, self._opts.now()))
             return self._opts.decode(self.id, stored)
         check_count("at_version", at_version)
         state = self._opts.state_at(await self.log(), at_version)
@@ -48,6 +49,12 @@ class AsyncSession:
             raise self._opts.version_missing(self.id, at_version, await self.log(),
                                              await self.info())
         return self._opts.decode(self.id, at)
+
+    async def summarize(self, summary: MessageLike, *, through: str,
+                        expect_version: int | None = None) -> int:
+        record, through = self._opts.check_summary(summary, through, expect_version)
+        return await self._backend.summarize(self.id, record, through, expect_version,
+                                             self._opts.write())
 
     async def info(self) -> SessionInfo | None:
         return await self._backend.info(self.id, self._opts.now())
@@ -64,19 +71,19 @@ class AsyncSession:
         return await self._backend.trim(self.id, 0, "clear", self._opts.write())
 
     async def snapshot(self, name: str) -> Snapshot:
-        return await self._backend.snapshot(self.id, self._opts.snapshot_name(name),
+        return await self._backend.snapshot(self.id, self._opts.check_snapshot_name(name),
                                             self._opts.write())
 
     async def snapshots(self) -> list[Snapshot]:
         return await self._backend.snapshots(self.id, self._opts.now())
 
     async def rollback(self, name: str) -> Snapshot:
-        return await self._backend.rollback(self.id, self._opts.snapshot_name(name, user=False),
-                                            self._opts.write())
+        name = self._opts.check_snapshot_name(name, user=False)
+        return await self._backend.rollback(self.id, name, self._opts.write())
 
     async def fork(self, new_id: str, *, at: str | None = None) -> AsyncSession:
         new = AsyncSession(self._store, new_id)
-        at = None if at is None else self._opts.snapshot_name(at, user=False)
+        at = None if at is None else self._opts.check_snapshot_name(at, user=False)
         await self._backend.fork(self.id, new.id, at, self._opts.write())
         return new
 
@@ -87,6 +94,7 @@ class AsyncSession:
         return await self._backend.delete(self.id, self._opts.now())
 
 
+# The async twin of store.Store: alike in shape only (each method awaits the backend).
 class AsyncStore:
     """The async twin of :class:`memvault.Store`; use with ``async with``."""
 

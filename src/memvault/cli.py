@@ -264,9 +264,15 @@ def show(
         "it, hidden ones marked (the newest page; the inspector's timeline).")] = False,
     before: Annotated[int | None, typer.Option(
         min=1, help="With --timeline: the page of events before this version.")] = None,
+    everything: Annotated[bool, typer.Option(
+        "--all", help="The full view: summarized messages too, each summary after the "
+        "message it was taken through.")] = False,
     url: UrlOption = None,
 ) -> None:
-    """Print a session's history, oldest first, with each message's position."""
+    """Print a session's history, oldest first, with each message's position.
+
+    The history is the context view: a summary (``summarize``) stands first for the
+    messages it summarizes, and a note says so; ``--all`` shows them."""
     if timeline and (as_json or last is not None):
         raise typer.BadParameter("--timeline does not combine with --json or --last")
     with opened(url, read_only=True) as store:
@@ -276,16 +282,26 @@ def show(
                                 color=sys.stdout.isatty()) if page else [])
             return
         s = store.session(session)
-        messages = s.history(last=last)
+        if everything:
+            whole = s.history(full=True)
+            messages = whole[len(whole) - min(len(whole), last):] if last is not None else whole
+            length = len(whole)
+        else:
+            messages = s.history(last=last)
         info = s.info()
         if info is None:
             existing(store, session)
-        first = (info.length if info else 0) - len(messages) + 1
+        elif not everything:
+            length = info.length
+        first = length - len(messages) + 1
         if as_json:
             emit(json_line({"position": i, "message": m.model_dump(mode="json")})
                  for i, m in enumerate(messages, first))
         else:
             emit(history_lines(messages, first, full=full))
+            if not everything and info and info.summarized and first == 1 and messages:
+                emit([f"(#1 is a summary standing for {info.summarized} earlier messages; "
+                      "--all shows them)"])
 
 
 @app.command()
@@ -378,10 +394,9 @@ def export_(
     url: UrlOption = None,
 ) -> None:
     """Write sessions as JSONL to stdout: messages, user snapshots, visible history."""
-    with opened(url, read_only=True) as store:  # a missing store is an error, not created
+    with opened(url, read_only=True) as store:
         for sid in session or []:
             existing(store, sid)
-    with opened(url) as store:  # each snapshot is read through a temporary fork
         for line in transfer.export_sessions(store, session or None):
             sys.stdout.write(line + "\n")
 

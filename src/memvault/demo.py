@@ -33,6 +33,8 @@ def agent_one(url: str) -> None:
         s.snapshot("after-weather")
 
 
+# Each agent opens the store with its own writer label, as agent_one does: alike in
+# shape only.
 def agent_two(url: str) -> None:
     """Second worker process: a bad tool result, caught and rolled back."""
     writer = f"agent-2 (pid {multiprocessing.current_process().pid})"

@@ -128,6 +128,27 @@ def snapshot_exists(session_id: str, name: str) -> SnapshotExistsError:
     return SnapshotExistsError(f"session {session_id!r} already has snapshot {name!r}")
 
 
+def unknown_through(session_id: str, through: str) -> InvalidMessageError:
+    """summarize(through=...) names no message of the session."""
+    return InvalidMessageError(
+        f"session {session_id!r} has no message {through!r} to summarize through; "
+        "nothing was written")
+
+
+def hidden_through(session_id: str, through: str) -> InvalidMessageError:
+    """summarize(through=...) names a message outside the visible history."""
+    return InvalidMessageError(
+        f"message {through!r} is not in the visible history of session {session_id!r} "
+        "(popped, trimmed, cleared, rolled back or itself a summary); nothing was written")
+
+
+def summarized_through(session_id: str, through: str) -> InvalidMessageError:
+    """summarize(through=...) names a message the current summary already covers."""
+    return InvalidMessageError(
+        f"message {through!r} of session {session_id!r} is already summarized: a new "
+        "summary must reach past the previous one; nothing was written")
+
+
 def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
     """No snapshot of that name in the session."""
     return SnapshotNotFoundError(f"session {session_id!r} has no snapshot {name!r}")

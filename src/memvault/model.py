@@ -34,6 +34,9 @@ class SessionInfo:
         length: number of visible messages.
         created_at / updated_at: first and latest write.
         expires_at: when the session expires (None: never).
+        summarized: number of messages the context view's summary stands for (0: no
+            summary, or its whole range hidden by a trim or clear). ``history()``
+            returns ``length`` messages; ``history(full=True)`` also the summarized ones.
     """
 
     session_id: str
@@ -42,6 +45,7 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None
+    summarized: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,9 +56,13 @@ class Snapshot:
         name: unique within the session; ``auto:`` names are made by rollback.
         head / base: the chain pointer and the trim floor it captured.
         version: the session version when it was taken.
-        length: number of visible messages it holds.
+        length: number of visible messages it holds in the full view (the chain above
+            base, summarized messages included, summaries not counted).
         created_at: when it was taken.
         auto: True for the pre-rollback snapshots rollback saves.
+        summary / through: the summary pointer it captured (node and the depth of the
+            last message it stands for; 0, 0: none). A rollback restores it, so rolling
+            back to before a summary undoes it.
     """
 
     name: str
@@ -64,6 +72,8 @@ class Snapshot:
     length: int
     created_at: datetime
     auto: bool
+    summary: int = 0
+    through: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,11 +130,11 @@ class Limits:
                 raise ConfigurationError(
                     f"Limits: {name} must be an integer from 1 to 2**63-1, not {value!r}")
 
-    def session_id(self, value: object) -> str:
+    def check_session_id(self, value: object) -> str:
         """Return ``value`` if it is a valid session id, else raise InvalidMessageError."""
         return _check_text("session id", value, self.max_session_id)
 
-    def snapshot_name(self, value: object, *, user: bool = True) -> str:
+    def check_snapshot_name(self, value: object, *, user: bool = True) -> str:
         """Validate a snapshot name; users may not create ``auto:`` names."""
         name = _check_text("snapshot name", value, self.max_snapshot_name)
         if user and name.startswith(AUTO_PREFIX):

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.base import Backend, Stored, Write
-from memvault.errors import ConfigurationError, VersionNotFoundError
+from memvault.errors import ConfigurationError, InvalidMessageError, VersionNotFoundError
 from memvault.messages import (
     Message,
     MessageLike,
@@ -23,6 +23,7 @@ from memvault.messages import (
     decode_message,
     encodable,
     encode_batch,
+    encode_message,
 )
 from memvault.model import (
     CompactStats,
@@ -42,7 +43,10 @@ MAX_TTL = 100 * 365.25 * 86400
 
 @dataclass(frozen=True)
 class Options:
-    """The store handle's own options, shared by the sync and async facades.
+    """The store handle's own options, and what the sync and async facades share
+    without I/O: checking arguments (``check_*``, ``encode``), decoding what the
+    backend returns (``decode``), and the clock and writer of each call (``now``,
+    ``write``).
 
     Attributes:
         url: the store URL (shown with its password redacted).
@@ -72,6 +76,7 @@ class Options:
 
     @staticmethod
     def now() -> float:
+        """The time of a read (epoch seconds): what has expired by then is not there."""
         return time.time()
 
     def encode(self, messages: Sequence[MessageLike], expect_version: int | None) -> list[Record]:
@@ -81,16 +86,37 @@ class Options:
         lim = self.limits
         return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
+    def check_summary(self, summary: MessageLike, through: object,
+                expect_version: int | None) -> tuple[Record, str]:
+        """Validate summarize's arguments; raises before anything is written."""
+        if expect_version is not None:
+            check_count("expect_version", expect_version)
+        if not isinstance(through, str) or not through:
+            raise InvalidMessageError(f"through must be a message id (a non-empty string), "
+                                      f"not {through!r}")
+        if not isinstance(summary, (Message, dict)):
+            raise InvalidMessageError("summarize takes one message (a Message or a mapping of "
+                                      f"its fields), not {type(summary).__name__}")
+        return encode_message(summary, self.limits.max_message_bytes), through
+
+    @staticmethod
+    def read_args(last: int | None, full: bool, now: float) -> tuple[Any, ...]:
+        """history()'s backend arguments after ``session_id`` (``last`` checked);
+        ``full`` only when asked, so a backend without summaries serves the rest."""
+        return (last, now, True) if full else (last, now)
+
     @staticmethod
     def decode(session_id: str, stored: list[Stored]) -> list[Message]:
         return [decode_message(session_id, depth, body) for depth, body in stored]
 
     @staticmethod
-    def last(last: int | None) -> int | None:
+    def check_last(last: int | None) -> int | None:
+        """``last=`` if valid (None or a count), else InvalidArgumentError."""
         return None if last is None else check_count("last", last)
 
-    def snapshot_name(self, name: str, *, user: bool = True) -> str:
-        return self.limits.snapshot_name(name, user=user)
+    def check_snapshot_name(self, name: str, *, user: bool = True) -> str:
+        """``name`` if valid under the limits (``user``: not an ``auto:`` name)."""
+        return self.limits.check_snapshot_name(name, user=user)
 
     @staticmethod
     def state_at(events: list[Event], version: int) -> tuple[int, int] | None:
@@ -134,7 +160,7 @@ class Session:
 
     def __init__(self, store: Store, session_id: str) -> None:
         self._opts = store.options
-        self.id = self._opts.limits.session_id(session_id)
+        self.id = self._opts.limits.check_session_id(session_id)
         self._backend = store.backend
         self._store = store
 
@@ -161,25 +187,31 @@ class Session:
         records = self._opts.encode(messages, expect_version)
         return self._backend.append(self.id, records, expect_version, self._opts.write())
 
-    def history(self, last: int | None = None, *,
+    def history(self, last: int | None = None, *, full: bool = False,
                 at_version: int | None = None) -> list[Message]:
         """The visible messages, oldest first; ``last=N`` reads only the newest N.
 
         Args:
-            last: read only the newest ``last`` messages.
+            last: only the newest N (O(N) in the context view, whatever the size).
+            full: False (default): the context view, what an agent sends to its model:
+                the newest summary, then the messages after the range it stands for.
+                True: every visible message, summarized ones included, with each
+                summary right after the message it was taken through.
             at_version: the history as it was right after version ``at_version``
                 (0: empty), rebuilt from the event log's pointers; hidden messages
-                are never destroyed, so any logged version can be shown.
+                are never destroyed, so any logged version can be shown. The log
+                records head and base only, so this is the full view of that version
+                without its summaries.
 
         Raises:
             CorruptRecordError: a stored message cannot be decoded.
             VersionNotFoundError: the session never reached ``at_version``, or
                 ``compact(keep_events=...)`` dropped its event.
         """
-        last = self._opts.last(last)
+        last = self._opts.check_last(last)
         if at_version is None:
-            return self._opts.decode(self.id, self._backend.history(self.id, last,
-                                                                     self._opts.now()))
+            return self._opts.decode(self.id, self._backend.history(
+                self.id, *self._opts.read_args(last, full, self._opts.now())))
         check_count("at_version", at_version)
         events = self.log()
         state = self._opts.state_at(events, at_version)
@@ -189,12 +221,49 @@ class Session:
             raise self._opts.version_missing(self.id, at_version, self.log(), self.info())
         return self._opts.decode(self.id, stored)
 
+    def summarize(self, summary: MessageLike, *, through: str,
+                  expect_version: int | None = None) -> int:
+        """Let ``summary`` stand for the messages from the previous summary (or the
+        start) through the message with id ``through``, in one atomic step.
+
+        The summary is stored off the chain and the session points at it: the
+        originals stay stored and readable (``history(full=True)``, snapshots, fork),
+        and messages appended after ``through`` (say, while the summarizing model
+        ran) stay after the summary: nothing written concurrently is lost. The
+        version bumps and the log records ``summarize``. A snapshot saves the summary
+        pointer, so rolling back to before a summary undoes it; ``pop`` with nothing
+        after the summary undoes it too (the previous summary is back); ``trim`` or
+        ``clear`` past ``through`` hides it with its range; ``fork`` copies the
+        summary the context view starts with; ``compact`` keeps the originals.
+
+        Args:
+            summary: the summary message; its id must be new to the session (a retry
+                of the current summary, same id, is a no-op).
+            through: id of the last message it stands for: a visible message after
+                the current summary's range.
+            expect_version: compare-and-set, as for :meth:`append`: pass the version
+                the summarized history was read at.
+
+        Returns:
+            The session's version after the summary.
+
+        Raises:
+            InvalidMessageError: bad summary, or ``through`` unknown, not visible, or
+                already summarized; nothing was written.
+            DuplicateMessageError: the summary's id is another stored message's.
+            ConflictError: ``expect_version`` did not match.
+        """
+        record, through = self._opts.check_summary(summary, through, expect_version)
+        return self._backend.summarize(self.id, record, through, expect_version,
+                                       self._opts.write())
+
     def info(self) -> SessionInfo | None:
         """The session's version, length and timestamps; None if it does not exist."""
         return self._backend.info(self.id, self._opts.now())
 
     def pop(self) -> Message | None:
-        """Hide the newest message and return it; None (and no change) if empty."""
+        """Hide the newest message of the context view and return it; None (and no
+        change) if empty. If that is a summary, the summary is undone."""
         stored = self._backend.pop(self.id, self._opts.write())
         return self._opts.decode(self.id, [stored])[0] if stored else None
 
@@ -214,7 +283,8 @@ class Session:
             SnapshotExistsError: the name is taken; snapshots are never overwritten.
             InvalidMessageError: an empty, over-long or ``auto:`` name.
         """
-        return self._backend.snapshot(self.id, self._opts.snapshot_name(name), self._opts.write())
+        name = self._opts.check_snapshot_name(name)
+        return self._backend.snapshot(self.id, name, self._opts.write())
 
     def snapshots(self) -> list[Snapshot]:
         """Every snapshot of the session, oldest first."""
@@ -229,7 +299,7 @@ class Session:
         Returns:
             The auto-saved snapshot of the replaced state.
         """
-        return self._backend.rollback(self.id, self._opts.snapshot_name(name, user=False),
+        return self._backend.rollback(self.id, self._opts.check_snapshot_name(name, user=False),
                                       self._opts.write())
 
     def fork(self, new_id: str, *, at: str | None = None) -> Session:
@@ -239,7 +309,7 @@ class Session:
             ConflictError: ``new_id`` already exists.
         """
         new = Session(self._store, new_id)
-        at = None if at is None else self._opts.snapshot_name(at, user=False)
+        at = None if at is None else self._opts.check_snapshot_name(at, user=False)
         self._backend.fork(self.id, new.id, at, self._opts.write())
         return new
 
@@ -258,6 +328,8 @@ class Session:
         return self._backend.delete(self.id, self._opts.now())
 
 
+# aio.AsyncStore is this class's async twin, method for method: the two stay thin
+# (all logic is in Options and the backend), so only their shape repeats.
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 

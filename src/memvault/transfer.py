@@ -5,21 +5,25 @@ The format (version 1) is one JSON object per line; a session's block is::
     {"type": "session", "id": "user-42", "format": 1}
     {"type": "message", "message": {...}}        each message once, visible ones first
     {"type": "snapshot", "name": "before-tool", "messages": ["<id>", ...]}
+    {"type": "summary", "message": "<id>", "through": "<id>"}   each summary, oldest first
     {"type": "history", "messages": ["<id>", ...]}
 
 ``message`` lines carry every field of :class:`~memvault.Message` (ids and
 timestamps included). ``snapshot`` lines list the user snapshots, oldest first,
-by the ids of the messages each one holds; ``history`` lists the visible history
-and ends the block (a block without it is a file cut short, and is refused).
+by the ids of the messages each one holds; ``summary`` lines name the summaries of
+the full view (:meth:`~memvault.Session.summarize`) and the message each was taken
+through, and ``history`` lists the full view's messages, summarized ones included
+and summaries left out, and ends the block (a block without it is a file cut short, and is refused).
 Blocks concatenate: a file may hold any number of sessions, each id once.
 
-What travels: each session's visible history and its user snapshots, message for
-message. What does not: the event log, versions, timestamps of sessions and
+What travels: each session's visible history (its originals and its summaries) and
+its user snapshots, message for message. What does not: the summary pointers of
+snapshots (a snapshot arrives as its messages), the event log, versions, timestamps of sessions and
 snapshots, ``auto:`` snapshots (only rollback can make those), and sessions that
 hold nothing (no message, no user snapshot).
 
 An import replays appends (in batches within the store's limits), pops, trims,
-clears, snapshots and rollbacks through the public API, so the imported sessions
+clears, snapshots, rollbacks and then the summaries through the public API, so the imported sessions
 read the same on every backend. Any session the API can build imports back: a
 target whose messages are stored already is reached by rolling back to a state
 saved earlier, which may leave ``auto:`` snapshots in the imported session. All or
@@ -33,13 +37,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from memvault.errors import ConflictError, InvalidMessageError, MemvaultError
 from memvault.messages import Message, encode_message
+from memvault.model import Snapshot
 from memvault.replay import Replay
 from memvault.store import Session, Store
 
@@ -50,14 +54,28 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-def _snapshot_history(store: Store, session_id: str, name: str) -> list[Message]:
-    """The messages a snapshot holds, read through a temporary fork deleted at once
-    (the public API has no other way to read a snapshot without changing the session)."""
-    temp = store.session(session_id).fork(f"memvault-export-{uuid.uuid4().hex}", at=name)
-    try:
-        return temp.history()
-    finally:
-        temp.delete()
+def _snapshot_history(store: Store, session_id: str, snap: Snapshot) -> list[Message]:
+    """The messages a snapshot holds, read from its pointers (nothing is written)."""
+    stored = store.backend.chain(session_id, snap.head, snap.base, None, store.options.now())
+    if stored is None:  # the session expired or was deleted meanwhile
+        return []
+    return store.options.decode(session_id, stored)
+
+
+def _full_view(store: Store, session_id: str) -> tuple[list[Message], list[tuple[str, str]]]:
+    """The full view's messages without its summaries, and each summary's id with the
+    id of the message it was taken through, oldest first. A summary comes right after
+    its through, at the same depth: that is how the two are told apart."""
+    stored = store.backend.history(session_id, None, store.options.now(), True)
+    messages = store.options.decode(session_id, stored)
+    chain: list[Message] = []
+    summaries: list[tuple[str, str]] = []
+    for i, (message, (depth, _)) in enumerate(zip(messages, stored, strict=True)):
+        if i and depth == stored[i - 1][0]:
+            summaries.append((message.id, chain[-1].id))
+        else:
+            chain.append(message)
+    return [*chain, *(m for m in messages if m.id in dict(summaries))], summaries
 
 
 def export_session(store: Store, session_id: str, *, snapshots: bool = True) -> Iterator[str]:
@@ -67,25 +85,28 @@ def export_session(store: Store, session_id: str, *, snapshots: bool = True) -> 
     Args:
         store: the store to read.
         session_id: the session to export.
-        snapshots: include the user snapshots (each read through a temporary fork
-            that is deleted right after).
+        snapshots: include the user snapshots (read from their pointers; the export
+            writes nothing).
     """
     s = store.session(session_id)
     if s.info() is None:
         return
-    history = s.history()
-    held = [(snap.name, _snapshot_history(store, session_id, snap.name))
+    shown, summaries = _full_view(store, session_id)
+    history = shown[:len(shown) - len(summaries)]
+    held = [(snap.name, _snapshot_history(store, session_id, snap))
             for snap in (s.snapshots() if snapshots else []) if not snap.auto]
     if not history and not held:
         return  # nothing to carry, and nothing an import could rebuild
     yield _line({"type": "session", "id": session_id, "format": FORMAT})
     seen: set[str] = set()
-    for message in [*history, *(m for _, msgs in held for m in msgs)]:
+    for message in [*shown, *(m for _, msgs in held for m in msgs)]:
         if message.id not in seen:
             seen.add(message.id)
             yield _line({"type": "message", "message": message.model_dump(mode="json")})
     for name, msgs in held:
         yield _line({"type": "snapshot", "name": name, "messages": [m.id for m in msgs]})
+    for summary, through in summaries:
+        yield _line({"type": "summary", "message": summary, "through": through})
     yield _line({"type": "history", "messages": [m.id for m in history]})
 
 
@@ -101,6 +122,7 @@ class _Block:
     line: int
     messages: dict[str, Message] = field(default_factory=dict)
     targets: list[tuple[str | None, list[str]]] = field(default_factory=list)  # None: history
+    summaries: list[tuple[str, str]] = field(default_factory=list)  # (summary, through)
 
     @property
     def complete(self) -> bool:
@@ -137,6 +159,12 @@ def _record(block: _Block | None, record: Any) -> _Block | None:
         if message.id in block.messages:
             raise ValueError(f"message {message.id!r} is defined twice")
         block.messages[message.id] = message
+    elif kind == "summary":
+        summary, through = str(record["message"]), str(record["through"])
+        for i in (summary, through):
+            if i not in block.messages:
+                raise ValueError(f"message {i!r} is not defined above")
+        block.summaries.append((summary, through))
     elif kind in ("snapshot", "history"):
         ids = [str(i) for i in record["messages"]]
         missing = [i for i in ids if i not in block.messages]
@@ -191,7 +219,7 @@ def _close(blocks: list[_Block], number: int) -> None:
 def _plan(store: Store, block: _Block) -> list[tuple[str, Any]]:
     """Validate a block against the store (id, names, not there yet) and plan it."""
     limits = store.options.limits
-    limits.session_id(block.session_id)
+    limits.check_session_id(block.session_id)
     if store.session(block.session_id).info() is not None:
         raise ConflictError(f"session {block.session_id!r} already exists")
     plan = Replay(block.session_id, block.targets)
@@ -199,7 +227,7 @@ def _plan(store: Store, block: _Block) -> list[tuple[str, Any]]:
     for i, (name, ids) in enumerate(block.targets):
         plan.reach(ids, {m for m, j in last.items() if j > i})
         if name is not None:
-            plan.snapshot(limits.snapshot_name(name))
+            plan.snapshot(limits.check_snapshot_name(name))
     return plan.calls
 
 
@@ -272,6 +300,8 @@ def import_sessions(store: Store, lines: Iterable[str]) -> list[str]:
                 _write(s, op, arg, autos)
                 if not created or created[-1] != s.id:
                     created.append(s.id)  # ours from its first write on
+            for summary, through in block.summaries:
+                s.summarize(block.messages[summary], through=through)
     except BaseException:
         for sid in created:
             with contextlib.suppress(MemvaultError):

@@ -59,19 +59,25 @@ def schemes() -> dict[str, EntryPoint]:
 
 def backend_module(url: str) -> Any:
     """What implements the backend ``url`` names (imported on first use): an object
-    with ``open_backend`` and maybe ``open_async_backend``."""
+    with ``open_backend`` and maybe ``open_async_backend``. memvault's own schemes
+    are found without reading the installed packages' entry points."""
     match = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", url)
     scheme = match.group(1).lower() if match else ""
-    table = schemes()
-    if scheme not in table:
-        known = ", ".join(f"{s}://" for s in table)
-        raise ConfigurationError(f"unknown store URL {redact(url)!r}: the schemes are {known}")
+    if scheme in BUILTIN:
+        module, extra = BUILTIN[scheme]
+        entry = EntryPoint(scheme, module, ENTRY_POINT_GROUP)
+    else:
+        table = schemes()
+        if scheme not in table:
+            known = ", ".join(f"{s}://" for s in table)
+            raise ConfigurationError(
+                f"unknown store URL {redact(url)!r}: the schemes are {known}")
+        entry, extra = table[scheme], None
     try:
-        return table[scheme].load()
+        return entry.load()
     except ImportError as exc:
-        extra = BUILTIN[scheme][1] if scheme in BUILTIN else None
         install = f"pip install 'memvault[{extra}]'" if extra else \
-            f"the backend registered as {table[scheme].value!r} cannot be imported"
+            f"the backend registered as {entry.value!r} cannot be imported"
         raise ConfigurationError(
             f"{scheme}:// needs an optional dependency ({exc.name}): {install}") from exc
 

@@ -74,8 +74,9 @@ class DecoderHidesMismatch(SqliteBackend):
     """A reader that returns an empty history when a record is not in the format it
     expects (the pickle/format drift bug), instead of raising."""
 
-    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        stored = super().history(session_id, last, now)
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> list[Stored]:
+        stored = super().history(session_id, last, now, full)
         for _, body in stored:
             try:
                 envelope = json.loads(body)

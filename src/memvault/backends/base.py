@@ -4,6 +4,12 @@ A backend receives validated, encoded input (session ids, snapshot names and
 records are checked by the facade before any I/O) and makes each operation one
 atomic step in its engine. Stored messages come back as ``(depth, body)`` pairs,
 oldest first; the facade decodes them.
+
+``history(..., full=False)`` is the context view (the newest summary, then the
+messages after its range); ``full=True`` every message above base with each
+summary right after the message it was taken through. The facade passes ``full``
+only when it is True, so a backend without summaries keeps working until one is
+asked of it.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ class Write:
 
 
 class Backend(Protocol):
-    """The synchronous backend protocol (see the design's operation table).
+    """The synchronous backend protocol: one method per store operation (README's
+    API tour), each one atomic.
 
     ``chain`` reads any state the event log points to: the messages of the chain
     ending at node ``head`` with depth above ``base`` (the newest ``last`` of them;
@@ -45,11 +52,17 @@ class Backend(Protocol):
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int: ...
-    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]: ...
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> list[Stored] | None: ...
     def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     def pop(self, session_id: str, w: Write) -> Stored | None: ...
+    def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None,
+        w: Write,
+    ) -> int: ...
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
     def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot: ...
     def snapshots(self, session_id: str, now: float) -> list[Snapshot]: ...
@@ -68,11 +81,17 @@ class AsyncBackend(Protocol):
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int: ...
-    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]: ...
+    async def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]: ...
     async def chain(self, session_id: str, head: int, base: int, last: int | None,
                     now: float) -> list[Stored] | None: ...
     async def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     async def pop(self, session_id: str, w: Write) -> Stored | None: ...
+    async def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None,
+        w: Write,
+    ) -> int: ...
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
     async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot: ...
     async def snapshots(self, session_id: str, now: float) -> list[Snapshot]: ...
@@ -100,8 +119,10 @@ class ThreadedAsyncBackend:
         return await asyncio.to_thread(self.backend.append, session_id, records,
                                        expect_version, w)
 
-    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        return await asyncio.to_thread(self.backend.history, session_id, last, now)
+    async def history(self, session_id: str, last: int | None, now: float,
+                      full: bool = False) -> list[Stored]:
+        args = (session_id, last, now, True) if full else (session_id, last, now)
+        return await asyncio.to_thread(self.backend.history, *args)
 
     async def chain(self, session_id: str, head: int, base: int, last: int | None,
                     now: float) -> list[Stored] | None:
@@ -112,6 +133,11 @@ class ThreadedAsyncBackend:
 
     async def pop(self, session_id: str, w: Write) -> Stored | None:
         return await asyncio.to_thread(self.backend.pop, session_id, w)
+
+    async def summarize(self, session_id: str, record: Record, through: str,
+                        expect_version: int | None, w: Write) -> int:
+        return await asyncio.to_thread(self.backend.summarize, session_id, record, through,
+                                       expect_version, w)
 
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
         return await asyncio.to_thread(self.backend.trim, session_id, keep_last, op, w)

@@ -16,13 +16,17 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from memvault.backends.base import Stored, Write
-from memvault.errors import (
+from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
     CorruptRecordError,
     broken_chain,
     duplicate_ids,
+    hidden_through,
+    message_missing,
     session_exists,
     snapshot_exists,
     snapshot_missing,
+    summarized_through,
+    unknown_through,
     version_conflict,
 )
 from memvault.messages import Record, decode_message
@@ -80,6 +84,8 @@ class Row:
         version: +1 on every change to the visible history.
         next_node: the id the next inserted node gets (node ids grow per session).
         created_at / updated_at / expires_at: epoch seconds (``expires_at`` None: never).
+        summary / through: the summary pointer: the node of the newest summary (0:
+            none) and the depth of the last message it stands for.
     """
 
     key: int | str
@@ -92,13 +98,37 @@ class Row:
     created_at: float
     updated_at: float
     expires_at: float | None
+    summary: int = 0
+    through: int = 0
 
     def live(self, now: float) -> bool:
         return self.expires_at is None or self.expires_at > now
 
     @property
     def length(self) -> int:
+        """Messages of the full view: the chain above base."""
         return self.depth - self.base
+
+    @property
+    def shows_summary(self) -> bool:
+        """Whether the context view starts with the summary: some of its range is
+        above base (a trim or clear past ``through`` hides the summary too)."""
+        return self.summary != 0 and self.through > self.base
+
+    @property
+    def floor(self) -> int:
+        """The context view shows the chain above this depth (after the summary)."""
+        return max(self.base, self.through)
+
+    @property
+    def view(self) -> int:
+        """Messages of the context view: the summary, then the chain above the floor."""
+        return self.depth - self.floor + int(self.shows_summary)
+
+    @property
+    def summarized(self) -> int:
+        """Messages the summary stands for in the context view."""
+        return self.through - self.base if self.shows_summary else 0
 
 
 @dataclass(frozen=True)
@@ -111,6 +141,9 @@ class Node:
         depth: the parent's depth + 1 (1 for the first message).
         msg_id: the message's id (idempotent appends match on it).
         body: the encoded message, stored and returned unchanged.
+
+    A summary is a node off the chain (no message has it as parent): its parent is
+    the previous summary (0: none) and its depth is the ``through`` it was taken at.
     """
 
     node: int
@@ -160,6 +193,11 @@ class Txn(Protocol):
 
     def node(self, row: Row, node: int) -> Node | None:
         """Node ``node`` of the session; None if it is not stored."""
+        ...
+
+    def find(self, row: Row, msg_id: str) -> Node | None:
+        """The session's node whose message id is ``msg_id`` (visible or not, on the
+        chain or a summary); None if there is none."""
         ...
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
@@ -284,12 +322,42 @@ class Engine:
             self._commit(txn, row, "append", w, before, {"messages": len(records)})
             return row.version
 
-    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> list[Stored]:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
             if row is None:
                 return []
-            return _read(txn, row, row.head, row.depth, row.length, last)
+            return self._full(txn, row, last) if full else self._context(txn, row, last)
+
+    @staticmethod
+    def _context(txn: Txn, row: Row, last: int | None) -> list[Stored]:
+        """The context view's newest ``last``: O(last), the summary read only if it fits."""
+        above = row.depth - row.floor
+        out = _read(txn, row, row.head, row.depth, above, last)
+        if row.shows_summary and (last is None or last > above):
+            summary = _stored(txn, row, row.summary, row.through)
+            out.insert(0, (summary.depth, summary.body))
+        return out
+
+    @classmethod
+    def _full(cls, txn: Txn, row: Row, last: int | None) -> list[Stored]:
+        """Every message above base, each visible summary right after its ``through``."""
+        summaries: dict[int, Node] = {}
+        node = row.summary
+        while node:
+            summary = _stored(txn, row, node, row.through)
+            if summary.depth <= row.base:
+                break
+            summaries[summary.depth] = summary
+            node = summary.parent
+        out: list[Stored] = []
+        for n in cls._chain(txn, row, row.head, row.depth, row.length):
+            if n.depth in summaries:
+                out.append((n.depth, summaries[n.depth].body))
+            out.append((n.depth, n.body))
+        out.reverse()
+        return out if last is None else out[len(out) - min(last, len(out)):]
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> list[Stored] | None:
@@ -308,22 +376,31 @@ class Engine:
             if row is None:
                 return None
             return SessionInfo(
-                session_id, row.version, row.length, utc(row.created_at),
-                utc(row.updated_at), to_datetime(row.expires_at),
+                session_id, row.version, row.view, utc(row.created_at),
+                utc(row.updated_at), to_datetime(row.expires_at), row.summarized,
             )
 
     def pop(self, session_id: str, w: Write) -> Stored | None:
+        """Hide the newest message of the context view. When that is the summary (no
+        message after it), the summary is undone: the previous one, if any, is back."""
         with self.transaction(True) as txn:
             row = self._live(txn, session_id, w.now)
-            if row is None or row.length == 0:
+            if row is None or row.view == 0:
                 return None
-            node = self._chain(txn, row, row.head, row.depth, 1)[0]
+            before = (row.head, row.base)
+            if row.depth > row.floor:
+                node = self._chain(txn, row, row.head, row.depth, 1)[0]
+                row.head, row.depth = node.parent, node.depth - 1
+                detail: dict[str, object] = {"message_id": node.msg_id}
+            else:
+                node = _stored(txn, row, row.summary, row.through)
+                row.summary = node.parent
+                row.through = _stored(txn, row, node.parent, 0).depth if node.parent else 0
+                detail = {"summary_id": node.msg_id}
             # decoded before the commit: a pop whose message cannot be returned changes
             # nothing (a retry would pop a second message)
             decode_message(session_id, node.depth, node.body)
-            before = (row.head, row.base)
-            row.head, row.depth = node.parent, node.depth - 1
-            self._commit(txn, row, "pop", w, before, {"message_id": node.msg_id})
+            self._commit(txn, row, "pop", w, before, detail)
             return (node.depth, node.body)
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
@@ -352,7 +429,7 @@ class Engine:
     @staticmethod
     def _save_snapshot(txn: Txn, row: Row, name: str, w: Write, *, auto: bool) -> Snapshot:
         snap = Snapshot(name, row.head, row.base, row.version, row.length,
-                        utc(w.now), auto)
+                        utc(w.now), auto, row.summary, row.through)
         txn.put_snapshot(row, snap)
         return snap
 
@@ -372,24 +449,72 @@ class Engine:
             )
             before = (row.head, row.base)
             row.head, row.base, row.depth = target.head, target.base, target.base + target.length
+            row.summary, row.through = target.summary, target.through
             self._commit(txn, row, "rollback", w, before, {"to": name, "saved": saved.name})
             return saved
 
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
+        """Copy the full view (or snapshot ``at``'s) into ``new_id``, and the summary
+        its context view starts with, if any (older summaries are not copied)."""
         with self.transaction(True) as txn:
             source = self._live(txn, session_id, w.now)
             if self._live(txn, new_id, w.now) is not None:
                 raise session_exists(new_id)
-            head, top, count = (source.head, source.depth, source.length) if source else (0, 0, 0)
+            head, top, count, base, summary, through = (
+                (source.head, source.depth, source.length, source.base, source.summary,
+                 source.through) if source else (0, 0, 0, 0, 0, 0))
             if at is not None:
                 snap = txn.get_snapshot(source, at) if source else None
                 if snap is None:
                     raise snapshot_missing(session_id, at)
-                head, top, count = snap.head, snap.base + snap.length, snap.length
+                head, top, count, base, summary, through = (
+                    snap.head, snap.base + snap.length, snap.length, snap.base, snap.summary,
+                    snap.through)
             nodes = self._chain(txn, source, head, top, count) if source else []
             row = self._start(txn, new_id, None, w)
             self._add_nodes(txn, row, [(n.msg_id, n.body) for n in reversed(nodes)])
+            if source and summary and through > base:
+                self._add_summary(txn, row, _stored(txn, source, summary, through),
+                                  through - base, 0)
             self._commit(txn, row, "fork", w, (0, 0), {"from": session_id, "at": at})
+
+    @staticmethod
+    def _add_summary(txn: Txn, row: Row, summary: Node | Record, through: int,
+                     parent: int) -> None:
+        """Store ``summary`` off the chain (its parent: the previous summary; its depth:
+        ``through``) and point the session at it."""
+        msg_id = summary.msg_id if isinstance(summary, Node) else summary.id
+        txn.insert_nodes(row, [Node(row.next_node, parent, through, msg_id, summary.body)])
+        row.summary, row.through, row.next_node = row.next_node, through, row.next_node + 1
+
+    def summarize(self, session_id: str, record: Record, through: str,
+                  expect_version: int | None, w: Write) -> int:
+        """Point the session at a new summary standing for the messages through
+        ``through``. Checks in order: a stored summary id (a retry of the current
+        summary is a no-op), ``expect_version``, then ``through``."""
+        with self.transaction(True) as txn:
+            row = self._live(txn, session_id, w.now)
+            stored = txn.find(row, record.id) if row else None
+            if row is not None and stored is not None:
+                if stored.node == row.summary:
+                    return row.version
+                raise duplicate_ids(session_id, 1, 1, record.id)
+            current = row.version if row else 0
+            if expect_version is not None and expect_version != current:
+                raise version_conflict(session_id, current, expect_version)
+            target = txn.find(row, through) if row else None
+            if row is None or target is None:
+                raise unknown_through(session_id, through)
+            if not row.base < target.depth <= row.depth or \
+                    txn.chain(row, row.head, row.depth - target.depth + 1)[-1].node != target.node:
+                raise hidden_through(session_id, through)
+            if target.depth <= row.through:
+                raise summarized_through(session_id, through)
+            folded = target.depth - row.floor
+            self._add_summary(txn, row, record, target.depth, row.summary)
+            self._commit(txn, row, "summarize", w, (row.head, row.base),
+                         {"summary_id": record.id, "through": through, "messages": folded})
+            return row.version
 
     def log(self, session_id: str, now: float) -> list[Event]:
         with self.transaction(False) as txn:
@@ -418,16 +543,37 @@ class Engine:
                     continue
                 if keep_events is not None:
                     events += txn.drop_events(row, keep_events)
-                pointers = [(row.head, row.base)]
-                pointers += [(s.head, s.base) for s in txn.snapshots(row)]
+                snaps = txn.snapshots(row)
+                pointers = [(row.head, row.base)] + [(s.head, s.base) for s in snaps]
                 for e in txn.events(row):
                     pointers += [(e.head_before, e.base_before), (e.head_after, e.base_after)]
+                summaries = [row.summary] + [s.summary for s in snaps]
                 links = txn.links(row)
-                dead = set(links) - _reachable(row.name, links, pointers)
+                dead = set(links) - _reachable(row.name, links, pointers) \
+                    - _summaries(links, summaries)
                 if dead:
                     txn.delete_nodes(row, sorted(dead))
                     nodes += len(dead)
         return CompactStats(nodes=nodes, events=events, sessions=sessions)
+
+
+def _summaries(links: dict[int, tuple[int, int]], pointers: list[int]) -> set[int]:
+    """Summary nodes a session or snapshot points at, and the earlier summaries
+    behind each (a pop of the summary brings its predecessor back)."""
+    keep: set[int] = set()
+    for node in pointers:
+        while node in links and node not in keep:
+            keep.add(node)
+            node = links[node][0]
+    return keep
+
+
+def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:
+    """Node ``node`` (at ``depth``, for the error), which the session's pointers reach."""
+    found = txn.node(row, node)
+    if found is None:
+        raise message_missing(row.name, depth)
+    return found
 
 
 def _read(txn: Txn, row: Row, head: int, top: int, count: int,

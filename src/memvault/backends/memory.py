@@ -28,7 +28,7 @@ PROCESS_LOCAL = True
 class _Session:
     row: Row
     nodes: dict[int, Node] = field(default_factory=dict)
-    ids: set[str] = field(default_factory=set)
+    ids: dict[str, int] = field(default_factory=dict)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
 
@@ -53,16 +53,21 @@ class _MemoryTxn:
         return len(self._data.pop(row.name).nodes)
 
     def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
-        return self._data[row.name].ids.intersection(ids)
+        return self._data[row.name].ids.keys() & set(ids)
 
     def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
         s = self._data[row.name]
         for n in nodes:
             s.nodes[n.node] = n
-            s.ids.add(n.msg_id)
+            s.ids[n.msg_id] = n.node
 
     def node(self, row: Row, node: int) -> Node | None:
         return self._data[row.name].nodes.get(node)
+
+    def find(self, row: Row, msg_id: str) -> Node | None:
+        s = self._data[row.name]
+        node = s.ids.get(msg_id)
+        return None if node is None else s.nodes[node]
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         nodes, out = self._data[row.name].nodes, list[Node]()
@@ -101,7 +106,7 @@ class _MemoryTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         s = self._data[row.name]
         for node in nodes:
-            s.ids.discard(s.nodes.pop(node).msg_id)
+            del s.ids[s.nodes.pop(node).msg_id]
 
 
 class MemoryBackend(Engine):

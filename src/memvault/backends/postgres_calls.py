@@ -40,6 +40,8 @@ Refuse = Callable[[str, str], MemvaultError | None]
 _SIGNATURES: dict[str, tuple[str, ...]] = {
     "append": ("bytea", "bytea[]", "text[]", "bigint", "bytea", "float8", "float8"),
     "history": ("bytea", "bigint", "float8"),
+    "full_history": ("bytea", "bigint", "float8"),
+    "summarize": ("bytea", "bytea", "bytea", "text", "bigint", "bytea", "float8", "float8"),
     "chain": ("bytea", "bigint", "bigint", "bigint", "float8"),
     "info": ("bytea", "float8"),
     "pop": ("bytea", "bytea", "float8", "float8"),
@@ -60,6 +62,9 @@ DUPLICATE_IDS = "MV002"
 SNAPSHOT_EXISTS = "MV003"
 SNAPSHOT_MISSING = "MV004"
 SESSION_EXISTS = "MV005"
+THROUGH_UNKNOWN = "MV006"
+THROUGH_HIDDEN = "MV007"
+THROUGH_SUMMARIZED = "MV008"
 BROKEN_CHAIN = "MV010"
 NOT_ENVELOPE = "MV011"
 
@@ -116,8 +121,9 @@ def _optional_utf8(text: str | None) -> bytes | None:
 
 def _snapshot(session_id: str, r: tuple[Any, ...]) -> Snapshot:
     name = bytes(r[0]).decode("utf-8", "replace")
+    # r[7:9], the summary pointer: absent from a schema before version 5
     return engine.decoded(session_id, f"snapshot {name!r}", lambda: Snapshot(
-        bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6]))
+        bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6], *r[7:9]))
 
 
 def _event(session_id: str, r: tuple[Any, ...]) -> Event:
@@ -187,9 +193,30 @@ class Calls:
                   expect_version, *self._write(w))
         return self._call("append", params, _scalar, write=True, refuse=refuse)
 
-    def history(self, session_id: str, last: int | None, now: float) -> Call[list[Stored]]:
-        return self._call("history", (_utf8(session_id), last, now), _stored, write=False,
-                          refuse=_damage(session_id))
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> Call[list[Stored]]:
+        return self._call("full_history" if full else "history", (_utf8(session_id), last, now),
+                          _stored, write=False, refuse=_damage(session_id))
+
+    def summarize(self, session_id: str, record: Record, through: str,
+                  expect_version: int | None, w: Write) -> Call[int]:
+        through_errors = {THROUGH_UNKNOWN: errors.unknown_through,
+                          THROUGH_HIDDEN: errors.hidden_through,
+                          THROUGH_SUMMARIZED: errors.summarized_through}
+
+        def refuse(state: str, detail: str) -> MemvaultError | None:
+            if state in through_errors:
+                return through_errors[state](session_id, through)
+            if state == DUPLICATE_IDS:
+                return errors.duplicate_ids(session_id, 1, 1, record.id)
+            if state == VERSION_CONFLICT and expect_version is not None:
+                return errors.version_conflict(session_id, int(detail), expect_version)
+            return None
+
+        params = (_utf8(session_id), _utf8(through), _utf8(record.id), record.body,
+                  expect_version, *self._write(w))
+        return self._call("summarize", params, _scalar, write=True,
+                          refuse=_damage(session_id, refuse))
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> Call[list[Stored] | None]:
@@ -203,9 +230,9 @@ class Calls:
         def parse(rows: Rows) -> SessionInfo | None:
             if not rows:
                 return None
-            version, length, created, updated, expires = rows[0]
+            version, length, created, updated, expires, *summarized = rows[0]  # schema < 5: no
             return SessionInfo(session_id, version, length, utc(created), utc(updated),
-                               to_datetime(expires))
+                               to_datetime(expires), *summarized)
 
         return self._call("info", (_utf8(session_id), now), parse, write=False)
 

@@ -95,7 +95,7 @@ _DRIVER_ERRORS = (RedisError, RedisClusterException)
 
 
 @dataclass(frozen=True)
-class Settings:
+class RedisSettings:
     """A parsed store URL: the URL redis-py gets, and memvault's own options.
 
     Attributes:
@@ -113,7 +113,7 @@ class Settings:
     client: dict[str, Any] = field(default_factory=dict)
 
 
-def settings(url: str, **options: Any) -> Settings:
+def settings(url: str, **options: Any) -> RedisSettings:
     """Parse a store URL and options; raises ConfigurationError on anything unknown."""
     shown = redact(url)
     try:
@@ -146,7 +146,7 @@ def settings(url: str, **options: Any) -> Settings:
     client = {"protocol": 2}
     client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
                                           "max_connections") if merged[k] is not None})
-    return Settings(driver_url, shown, merged["prefix"], merged["cluster"], client)
+    return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client)
 
 
 def _check(shown: str, merged: dict[str, Any]) -> None:
@@ -198,7 +198,7 @@ def _scan_targets(client: Any) -> list[dict[str, Any]]:
 class RedisBackend:
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
 
-    def __init__(self, config: Settings) -> None:
+    def __init__(self, config: RedisSettings) -> None:
         self._shown = config.shown
         self._ops = Operations(Layout(config.prefix))
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
@@ -231,13 +231,20 @@ class RedisBackend:
     def _run(self, op: Op[T]) -> T:
         return drive(op, self._send)
 
+    # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
+    # operation to _run. Alike in shape only.
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> int:
         return self._run(self._ops.append(session_id, records, expect_version, w))
 
-    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        return self._run(self._ops.history(session_id, last, now))
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> list[Stored]:
+        return self._run(self._ops.history(session_id, last, now, full))
+
+    def summarize(self, session_id: str, record: Record, through: str,
+                  expect_version: int | None, w: Write) -> int:
+        return self._run(self._ops.summarize(session_id, record, through, expect_version, w))
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> list[Stored] | None:
@@ -283,7 +290,7 @@ class RedisBackend:
 class AsyncRedisBackend:
     """The asynchronous backend: one ``redis.asyncio`` client, used from one event loop."""
 
-    def __init__(self, config: Settings) -> None:
+    def __init__(self, config: RedisSettings) -> None:
         self._shown = config.shown
         self._ops = Operations(Layout(config.prefix))
         self._cluster = config.cluster
@@ -331,8 +338,13 @@ class AsyncRedisBackend:
     ) -> int:
         return await self._run(self._ops.append(session_id, records, expect_version, w))
 
-    async def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        return await self._run(self._ops.history(session_id, last, now))
+    async def history(self, session_id: str, last: int | None, now: float,
+                      full: bool = False) -> list[Stored]:
+        return await self._run(self._ops.history(session_id, last, now, full))
+
+    async def summarize(self, session_id: str, record: Record, through: str,
+                        expect_version: int | None, w: Write) -> int:
+        return await self._run(self._ops.summarize(session_id, record, through, expect_version, w))
 
     async def chain(self, session_id: str, head: int, base: int, last: int | None,
                     now: float) -> list[Stored] | None:

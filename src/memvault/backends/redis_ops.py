@@ -29,11 +29,14 @@ from memvault.errors import (
     CorruptRecordError,
     broken_chain,
     duplicate_ids,
+    hidden_through,
     message_missing,
     not_an_envelope,
     session_exists,
     snapshot_exists,
     snapshot_missing,
+    summarized_through,
+    unknown_through,
     version_conflict,
 )
 from memvault.messages import Record
@@ -164,11 +167,12 @@ def _context(w: Write) -> list[str]:
 
 
 def _numbered_snapshot(session_id: str, name: str, value: bytes) -> tuple[int, Snapshot]:
-    """A stored snapshot and its sequence number (the order snapshots were taken)."""
+    """A stored snapshot and its sequence number (the order snapshots were taken); the
+    summary pointer is absent from snapshots stored before summaries existed."""
     def parse() -> tuple[int, Snapshot]:
-        seq, head, base, version, length, created, auto = json.loads(value)
+        seq, head, base, version, length, created, auto, *summary = json.loads(value)
         return int(seq), Snapshot(name, head, base, version, length, utc(float(created)),
-                                  bool(auto))
+                                  bool(auto), *summary)
 
     return decoded(session_id, f"snapshot {name!r}", parse)
 
@@ -249,9 +253,11 @@ class Operations:
             raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
         return int(reply[1])
 
-    def history(self, session_id: str, last: int | None, now: float) -> Op[list[Stored]]:
-        reply = yield self._read(session_id, "history", now, _none(last))
-        return _stored_list(session_id, reply)
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> Op[list[Stored]]:
+        reply = yield self._read(session_id, "full" if full else "history", now, _none(last))
+        out = _stored_list(session_id, reply)
+        return out if not full or last is None else out[len(out) - min(last, len(out)):]
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> Op[list[Stored] | None]:
@@ -262,9 +268,10 @@ class Operations:
         reply = yield self._read(session_id, "info", now)
         if reply is None:
             return None
-        version, length, created, updated, expires = reply
+        version, length, created, updated, expires, summarized = reply
         return SessionInfo(session_id, version, length, utc(float(created)),
-                           utc(float(updated)), to_datetime(float(expires) if expires else None))
+                           utc(float(updated)), to_datetime(float(expires) if expires else None),
+                           summarized)
 
     def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
         reply = yield self._write(session_id, "pop", w)
@@ -272,6 +279,24 @@ class Operations:
         if damage:
             raise damage
         return None if reply is None else _stored(session_id, reply[0], reply[1])
+
+    def summarize(self, session_id: str, record: Record, through: str,
+                  expect_version: int | None, w: Write) -> Op[int]:
+        reply = yield self._write(session_id, "summarize", w, _none(expect_version), through,
+                                  record.id, record.body)
+        damage = _corrupt(session_id, reply)
+        if damage:
+            raise damage
+        status = reply[0]
+        if status == b"ok":
+            return int(reply[1])
+        if status == b"conflict":
+            raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
+        if status == b"duplicate":
+            raise duplicate_ids(session_id, 1, 1, record.id)
+        error = {b"unknown": unknown_through, b"hidden": hidden_through,
+                 b"summarized": summarized_through}[status]
+        raise error(session_id, through)
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Op[int]:
         reply = yield self._write(session_id, "trim", w, str(keep_last), op)
@@ -301,8 +326,10 @@ class Operations:
         if damage:
             raise damage
         missing = source[0] == b"missing"
+        summary: list[str | bytes] = (
+            [b"", b"", "0"] if missing else [source[1], source[2], str(source[3])])
         reply = yield self._write(new_id, "fork", w, session_id, _none(at),
-                                  "1" if missing else "", *source[1:])
+                                  "1" if missing else "", *summary, *source[4:])
         if reply[0] == b"conflict":
             raise session_exists(new_id)
         if reply[0] == b"missing":

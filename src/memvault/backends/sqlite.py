@@ -29,10 +29,11 @@ from memvault.errors import (
     BackendError,
     BackendUnavailableError,
     ConfigurationError,
+    message_missing,
 )
 from memvault.model import Event, Snapshot, check_seconds, utc
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -62,10 +63,19 @@ MIGRATIONS = {
     );
     CREATE INDEX events_sid ON events (sid, id);
     """,
+    # Summaries: the session's and each snapshot's summary pointer (summary node,
+    # depth of the last message it stands for); 0, 0 is none, as for older files.
+    2: """
+    ALTER TABLE sessions ADD COLUMN summary INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN through INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE snapshots ADD COLUMN summary INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE snapshots ADD COLUMN through INTEGER NOT NULL DEFAULT 0;
+    """,
 }
 
-_ROW = "sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at"
-_SNAP = "name, head, base, version, length, created_at, auto"
+_ROW = ("sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
+        " summary, through")
+_SNAP = "name, head, base, version, length, created_at, auto, summary, through"
 _EVENT = "version, op, writer, at, head_before, base_before, head_after, base_after, detail"
 _CHAIN = """
 WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
@@ -79,13 +89,18 @@ WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
 
 
 # history() in one statement: the live session's depth and how many nodes to read
-# (at most :count, -1: all), then the chain walked back from head, newest first,
-# never more steps than that (a node that is its own parent would loop for ever).
-# A session whose chain is missing its head still yields one row (chain columns NULL).
+# (those above the floor, the higher of base and the summary's through; at most
+# :count, -1: all), then the chain walked back from head, newest first, never more
+# steps than that (a node that is its own parent would loop for ever). A session
+# whose chain is missing its head still yields one row (chain columns NULL). Then,
+# marked 1 in the first column, the summary if the context view starts with it and
+# it fits in :count (its body NULL if it is not stored).
 _HISTORY = """
-WITH RECURSIVE s(sid, head, depth, want) AS (
-    SELECT sid, head, depth, CASE WHEN :count < 0 OR :count > depth - base THEN depth - base
-                                  ELSE :count END
+WITH RECURSIVE s(sid, head, depth, above, want, summary, through, shows) AS (
+    SELECT sid, head, depth, depth - max(base, through),
+           CASE WHEN :count < 0 OR :count > depth - max(base, through)
+                THEN depth - max(base, through) ELSE :count END,
+           summary, through, summary <> 0 AND through > base
     FROM sessions WHERE name = :name AND (expires_at IS NULL OR expires_at > :now)
 ), chain(k, sid, want, parent, depth, body) AS (
     SELECT 1, s.sid, s.want, n.parent, n.depth, n.body
@@ -94,7 +109,12 @@ WITH RECURSIVE s(sid, head, depth, want) AS (
     SELECT c.k + 1, c.sid, c.want, n.parent, n.depth, n.body
     FROM chain c JOIN nodes n ON n.sid = c.sid AND n.node = c.parent
     WHERE c.k < c.want
-) SELECT s.depth, s.want, c.depth, c.body FROM s LEFT JOIN chain c
+)
+SELECT 0, s.depth, s.want, c.depth, c.body FROM s LEFT JOIN chain c
+UNION ALL
+SELECT 1, s.depth, s.want, s.through, n.body
+FROM s LEFT JOIN nodes n ON n.sid = s.sid AND n.node = s.summary
+WHERE s.shows AND (:count < 0 OR :count > s.above)
 """
 
 
@@ -104,7 +124,7 @@ _PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
 
 def _snapshot(session_id: str, r: Sequence[Any]) -> Snapshot:
     return decoded(session_id, f"snapshot {r[0]!r}", lambda: Snapshot(
-        r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6])))
+        r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]), r[7], r[8]))
 
 
 def _event(session_id: str, r: Sequence[Any]) -> Event:
@@ -151,9 +171,9 @@ class _SqliteTxn:
     def save(self, row: Row) -> None:
         self._db.execute(
             "UPDATE sessions SET head=?, depth=?, base=?, version=?, next_node=?, updated_at=?,"
-            " expires_at=? WHERE sid=?",
+            " expires_at=?, summary=?, through=? WHERE sid=?",
             (row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
-             row.expires_at, row.key))
+             row.expires_at, row.summary, row.through, row.key))
 
     def purge(self, row: Row) -> int:
         nodes = self._db.execute("DELETE FROM nodes WHERE sid = ?", (row.key,)).rowcount
@@ -179,6 +199,11 @@ class _SqliteTxn:
     def node(self, row: Row, node: int) -> Node | None:
         r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes WHERE sid=? AND node=?",
                       row.key, node)
+        return Node(*r) if r else None
+
+    def find(self, row: Row, msg_id: str) -> Node | None:
+        r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes"
+                      " WHERE sid=? AND msg_id=?", row.key, msg_id)
         return Node(*r) if r else None
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
@@ -209,9 +234,9 @@ class _SqliteTxn:
     def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
         s = snapshot
         self._db.execute(
-            f"INSERT INTO snapshots (sid, {_SNAP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO snapshots (sid, {_SNAP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.key, s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(),
-             int(s.auto)))
+             int(s.auto), s.summary, s.through))
 
     def snapshots(self, row: Row) -> list[Snapshot]:
         cur = self._db.execute(
@@ -340,9 +365,12 @@ class SqliteBackend(Engine):
         except sqlite3.Error as exc:
             raise _driver_error(db, exc) from exc
 
-    def history(self, session_id: str, last: int | None, now: float) -> list[Stored]:
-        """The engine's history() as one statement: a single statement reads one
+    def history(self, session_id: str, last: int | None, now: float,
+                full: bool = False) -> list[Stored]:
+        """The engine's context view as one statement: a single statement reads one
         consistent snapshot, so it needs no transaction (four round trips saved)."""
+        if full:
+            return super().history(session_id, last, now, full)
         db = self._connect()
         try:
             rows = db.execute(_HISTORY, {
@@ -352,11 +380,17 @@ class SqliteBackend(Engine):
             raise _driver_error(db, exc) from exc
         if not rows:
             return []
-        top, want = rows[0][0], rows[0][1]
-        if rows[0][2] is None:
-            rows = []
-        check_chain(session_id, [r[2] for r in rows], top, want)
-        return [(r[2], r[3]) for r in reversed(rows)]
+        chain = [r for r in rows if r[0] == 0]
+        top, want = chain[0][1], chain[0][2]
+        if chain[0][3] is None:
+            chain = []
+        check_chain(session_id, [r[3] for r in chain], top, want)
+        out = [(r[3], r[4]) for r in reversed(chain)]
+        for _, _, _, through, body in (r for r in rows if r[0] == 1):  # the summary
+            if body is None:
+                raise message_missing(session_id, through)
+            out.insert(0, (through, body))
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -11,7 +11,8 @@ that died mid-call). The parent then reads the final history and audits the
 file with :func:`analyze_history` (see :class:`~memvault.checks.report.LostWriteReport`
 for what each finding means). The file is kept, so a run can be re-checked.
 
-History file format (one JSON object per line, field ``e`` says which):
+History file format (one JSON object per line, field ``e`` says which; read into the
+typed records of :mod:`memvault.checks.history`):
 ``run`` (parameters), ``invoke``/``ok``/``failed``/``unknown`` (writer ``w``,
 turn ``t``, ``ids``), ``read`` (reader ``r``, the ``ids`` it saw, ``bad`` ids whose
 checksum failed) or ``read_error``, and ``final`` (the history after the run:
@@ -31,6 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from memvault.checks.history import parse_all
 from memvault.checks.opener import Opener
 from memvault.checks.report import LostWriteReport, audit
 from memvault.errors import (
@@ -43,9 +45,9 @@ from memvault.errors import (
 from memvault.messages import Message, Role
 from memvault.urls import redact
 
-# Errors that promise nothing was applied; everything else may have been.
-NOTHING_APPLIED = (BackendUnavailableError, InvalidMessageError, ConflictError,
-                   DuplicateMessageError)
+# Errors that promise an append was not applied; any other error may hide one that was.
+APPEND_NOT_APPLIED = (BackendUnavailableError, InvalidMessageError, ConflictError,
+                      DuplicateMessageError)
 
 
 def checksum(role: str, content: Any) -> str:
@@ -96,7 +98,7 @@ def write_turns(opener: Opener, session_id: str, run: str, writer: int, appends:
             log(e="invoke", w=writer, t=t, ids=[m.id for m in batch], at=time.time())
             try:
                 version = s.append(batch)
-            except NOTHING_APPLIED as exc:
+            except APPEND_NOT_APPLIED as exc:
                 log(e="failed", w=writer, t=t, error=repr(exc))
             except Exception as exc:  # OutcomeUnknownError, BackendError, a bug: may have applied
                 log(e="unknown", w=writer, t=t, error=repr(exc))
@@ -230,7 +232,7 @@ def analyze_history(path: str | Path) -> LostWriteReport:
     """Audit a history file (from :func:`check_concurrent_appends` or another tool)."""
     with Path(path).open(encoding="utf-8") as lines:
         records = [json.loads(line) for line in lines if line.strip()]
-    report = audit(records, checksum)
+    report = audit(parse_all(records), checksum)
     report.history_file = str(path)
     return report
 

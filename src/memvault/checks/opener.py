@@ -42,6 +42,7 @@ class _LoopThread:
         self.loop.close()
 
 
+# A thin holder with a repr, like Store and AsyncStore: alike in shape only.
 class Blocking:
     """A blocking view of an AsyncStore or AsyncSession (for tests written once)."""
 

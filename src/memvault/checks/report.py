@@ -27,9 +27,21 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from memvault.checks.history import (
+    AppendCalled,
+    AppendEnded,
+    FinalHistory,
+    HistoryRead,
+    Outcome,
+    ReadFailed,
+    Record,
+    RunStarted,
+    StoredMessage,
+)
 
 MAX_SAMPLES = 32
 
@@ -45,6 +57,14 @@ class Finding:
         self.count += 1
         if len(self.samples) < MAX_SAMPLES:
             self.samples.append(sample)
+
+
+@dataclass
+class _Turn:
+    """One writer's append as the history tells it: its ids, how it ended."""
+
+    ids: list[str]
+    outcome: Outcome = "unknown"
 
 
 @dataclass
@@ -114,62 +134,62 @@ class LostWriteReport:
         return "\n".join(lines)
 
 
-def audit(records: list[dict[str, Any]], checksum: Callable[[str, Any], str]) -> LostWriteReport:
-    """Audit the records of a history file (see :mod:`memvault.checks.lostwrites`)."""
+def audit(records: Iterable[Record], checksum: Callable[[str, Any], str]) -> LostWriteReport:
+    """Audit the records of a history file (see :mod:`memvault.checks.history`)."""
     report = LostWriteReport()
-    turns: dict[tuple[int, int], dict[str, Any]] = {}
-    final: list[dict[str, Any]] = []
-    reads: list[tuple[int, list[str]]] = []
+    turns: dict[tuple[int, int], _Turn] = {}
+    final: list[StoredMessage] = []
+    reads: list[HistoryRead] = []
     corrupt_ids: set[str] = set()
     for r in records:
-        e = r.get("e")
-        if e == "run":
-            report.run = {k: v for k, v in r.items() if k != "e"}
-        elif e == "invoke":
-            turns[(r["w"], r["t"])] = {"ids": r["ids"], "outcome": "unknown"}
-        elif e in ("ok", "failed", "unknown"):
-            turns[(r["w"], r["t"])]["outcome"] = e
-        elif e == "read":
-            reads.append((r["r"], r["ids"]))
-            corrupt_ids.update(r.get("bad", []))
-        elif e in ("read_error", "final_error") and r.get("corrupt"):
-            report.corrupted.add(f"{e}: {r.get('error', '')[:120]}")
-        elif e == "final":
-            final = r["messages"]
+        if isinstance(r, RunStarted):
+            report.run = dict(r.params)
+        elif isinstance(r, AppendCalled):
+            turns[(r.writer, r.turn)] = _Turn(r.ids)
+        elif isinstance(r, AppendEnded):
+            turns[(r.writer, r.turn)].outcome = r.outcome
+        elif isinstance(r, HistoryRead):
+            reads.append(r)
+            corrupt_ids.update(r.bad)
+        elif isinstance(r, ReadFailed) and r.corrupt:
+            kind = "final_error" if r.final else "read_error"
+            report.corrupted.add(f"{kind}: {r.error[:120]}")
+        elif isinstance(r, FinalHistory):
+            final = r.messages
     for turn in turns.values():
-        report.outcomes[turn["outcome"]] += 1
+        report.outcomes[turn.outcome] += 1
     report.reads, report.messages = len(reads), len(final)
 
-    ids = [m["id"] for m in final]
+    ids = [m.id for m in final]
     where: dict[str, list[int]] = {}
     for i, mid in enumerate(ids):
         where.setdefault(mid, []).append(i)
     for mid, count in Counter(ids).items():
         if count > 1:
             report.duplicated.add(f"{mid} x{count}")
-    owner = {mid: key for key, turn in turns.items() for mid in turn["ids"]}
+    owner = {mid: key for key, turn in turns.items() for mid in turn.ids}
     for mid in dict.fromkeys(ids):
         if mid not in owner:
             report.unexpected.add(mid)
     for m in final:
-        if m.get("sum") != checksum(m["role"], m["content"]):
-            corrupt_ids.add(m["id"])
+        if m.sum != checksum(m.role, m.content):
+            corrupt_ids.add(m.id)
     for mid in sorted(corrupt_ids):
         report.corrupted.add(mid)
 
     firsts: dict[int, list[tuple[int, int]]] = {}
     for (w, t), turn in sorted(turns.items()):
-        name, present = f"w{w}.t{t}", [where.get(mid, []) for mid in turn["ids"]]
+        name, present = f"w{w}.t{t}", [where.get(mid, []) for mid in turn.ids]
         if not any(present):
-            if turn["outcome"] == "ok":
+            if turn.outcome == "ok":
                 report.lost.add(name)
             continue
         spots = [p[0] for p in present if p]
         if len(spots) < len(present) or spots != list(range(spots[0], spots[0] + len(spots))):
             report.torn_turns.add(name)
-        if turn["outcome"] == "unknown":
+        if turn.outcome == "unknown":
             report.recovered.add(name)
-        elif turn["outcome"] == "failed":
+        elif turn.outcome == "failed":
             report.failed_but_present.add(name)
         firsts.setdefault(w, []).append((spots[0], t))
     for w, seq in sorted(firsts.items()):
@@ -177,9 +197,10 @@ def audit(records: list[dict[str, Any]], checksum: Callable[[str, Any], str]) ->
         for a, b in itertools.pairwise(order):
             if b < a:
                 report.reordered.add(f"w{w}.t{b} stored after w{w}.t{a}")
-    for reader, seen in reads:
-        if seen != ids[: len(seen)]:
-            report.non_prefix_reads.add(f"reader {reader}: {len(seen)} messages, not a prefix")
+    for read in reads:
+        if read.ids != ids[: len(read.ids)]:
+            report.non_prefix_reads.add(
+                f"reader {read.reader}: {len(read.ids)} messages, not a prefix")
     return report
 
 

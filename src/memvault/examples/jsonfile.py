@@ -36,7 +36,7 @@ from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot, utc
 
 _ROW = ("head", "depth", "base", "version", "next_node", "created_at", "updated_at",
-        "expires_at")
+        "expires_at", "summary", "through")
 
 
 class JsonTxn:
@@ -74,6 +74,11 @@ class JsonTxn:
         stored = self.sessions[row.name]["nodes"].get(str(node))
         return Node(node, *stored) if stored else None
 
+    def find(self, row: Row, msg_id: str) -> Node | None:
+        found = (k for k, n in self.sessions[row.name]["nodes"].items() if n[2] == msg_id)
+        key = next(found, None)
+        return None if key is None else self.node(row, int(key))
+
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
         nodes = self.sessions[row.name]["nodes"]
         out: list[Node] = []
@@ -104,11 +109,12 @@ class JsonTxn:
     def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
         s = snapshot
         self.sessions[row.name]["snapshots"].append(
-            [s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(), s.auto])
+            [s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(), s.auto,
+             s.summary, s.through])
 
     def snapshots(self, row: Row) -> list[Snapshot]:
-        return [Snapshot(name, head, base, version, length, utc(at), auto)
-                for name, head, base, version, length, at, auto
+        return [Snapshot(name, head, base, version, length, utc(at), auto, *summary)
+                for name, head, base, version, length, at, auto, *summary
                 in self.sessions[row.name]["snapshots"]]
 
     def rows(self) -> list[Row]:

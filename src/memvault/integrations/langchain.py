@@ -76,6 +76,7 @@ try:
         messages_from_dict,
     )
     from langchain_core.messages.tool import invalid_tool_call, tool_call
+# The optional dependency's imports, as in every adapter (names differ).
 except ImportError as _exc:  # pragma: no cover - exercised by simulating the import
     raise missing_extra("langchain", "langchain", _exc) from _exc
 

@@ -73,6 +73,7 @@ try:
         session_id,
         writes_message,
     )
+# The optional dependency's imports, as in every adapter (names differ).
 except ImportError as _exc:  # pragma: no cover - exercised by simulating the import
     raise missing_extra("langgraph", "langgraph", _exc) from _exc
 
@@ -88,6 +89,7 @@ class _Read:
     last: int | None
 
 
+# The plans' request types: one small dataclass each, alike in shape only.
 @dataclass(frozen=True)
 class _Info:
     session: str

@@ -6,9 +6,9 @@
 ``MemvaultSession`` implements the SDK's ``Session`` protocol structurally
 (``session_id``, ``session_settings``, ``get_items``, ``add_items``, ``pop_item``,
 ``clear_session``) on a :class:`memvault.AsyncStore`, and adds memvault's
-``snapshot``, ``rollback`` and ``fork``; :attr:`MemvaultSession.memvault` is the
-underlying :class:`memvault.AsyncSession` for everything else (``log``, ``info``,
-``trim``).
+``snapshot``, ``rollback`` and ``fork``; :attr:`MemvaultSession.async_session` is
+the underlying :class:`memvault.AsyncSession` for everything else (``log``, ``info``,
+``trim``), under the name LangChain's ``MemvaultChatMessageHistory`` gives it.
 
 How an item is stored. Each ``TResponseInputItem`` becomes one memvault
 :class:`~memvault.Message`:
@@ -44,17 +44,29 @@ turn with one tool call and no text as a ``function_call``. Other shapes raise
 :class:`~memvault.integrations._common.UnsupportedMessageError`.
 
 ``limit`` is the SDK's own ``SQLiteSession`` semantics: an explicit ``limit`` wins
-over ``session_settings.limit``; ``None`` reads everything, ``N > 0`` the newest N
-items oldest first, ``0`` nothing, a negative limit everything. ``clear_session``
+over ``session_settings.limit`` (given as a ``SessionSettings`` or a dict, normalized
+like the SDK's sessions do); ``None`` reads everything, ``N > 0`` the newest N
+items oldest first, ``0`` nothing, a negative limit everything. A limited read never
+returns a tool output (``function_call_output`` and the other ``*_output`` items)
+whose call fell outside the window: such outputs are left out, so the model is
+never sent an answer without its question (SDK issue 4322).
+
+Compaction. ``MemvaultSession`` is also an ``OpenAIResponsesCompactionAwareSession``:
+:meth:`~MemvaultSession.run_compaction` sends the context view to
+``responses.compact`` and stores the compacted items as a memvault summary
+(:meth:`memvault.AsyncSession.summarize`) through the last item it sent. Nothing is
+deleted: the originals stay readable (``async_session.history(full=True)``), items added
+while the compaction ran stay after it, a compaction that raises or is cancelled
+writes nothing, and rolling back to a snapshot taken before undoes it. ``clear_session``
 hides the history (snapshots still reach it, and the event log says who cleared
 it); :meth:`memvault.AsyncSession.delete` removes it physically.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from memvault.aio import AsyncSession, AsyncStore, open_async
 from memvault.errors import ConfigurationError, InvalidMessageError
@@ -72,15 +84,22 @@ from memvault.model import Snapshot
 
 try:
     from agents.items import TResponseInputItem
-    from agents.memory.session_settings import SessionSettings
+    from agents.memory.openai_responses_compaction_session import (
+        default_should_trigger_compaction,
+        select_compaction_candidate_items,
+    )
+    from agents.memory.session import OpenAIResponsesCompactionArgs
+    from agents.memory.session_settings import SessionSettings, coerce_session_settings
     from agents.models.fake_id import FAKE_RESPONSES_ID
 except ImportError as _exc:  # pragma: no cover - exercised by simulating the import
     raise missing_extra("openai_agents", "openai-agents", _exc) from _exc
 
 ITEM_KEY = "openai_agents"
+COMPACTION_KEY = "openai_agents_compaction"
+"""The metadata key of a compaction summary: the list of compacted items."""
 _MESSAGE_ROLES = ("user", "system", "developer", "assistant")
 
-__all__ = ["ITEM_KEY", "MemvaultSession", "UnsupportedMessageError"]
+__all__ = ["COMPACTION_KEY", "ITEM_KEY", "MemvaultSession", "UnsupportedMessageError"]
 
 
 class MemvaultSession:
@@ -91,8 +110,15 @@ class MemvaultSession:
         store: a store URL (opened here, closed by :meth:`close`), an open
             :class:`memvault.AsyncStore` (shared, left open), or None for
             ``$MEMVAULT_URL`` / ``sqlite:///memvault.db``.
-        session_settings: the SDK's settings; ``limit`` is the default for
-            :meth:`get_items`.
+        session_settings: the SDK's settings (or a dict of them); ``limit`` is the
+            default for :meth:`get_items`.
+        compaction_client: the ``AsyncOpenAI`` client :meth:`run_compaction` calls
+            (``responses.compact``); default: a new ``AsyncOpenAI()`` on first use.
+        compaction_model: the model compaction runs on (default ``gpt-4.1``).
+        should_trigger_compaction: decides, from the SDK's context dict
+            (``compaction_candidate_items``, ``session_items``, ``response_id``,
+            ``compaction_mode``), whether an unforced compaction runs; default: the
+            SDK's (10 or more candidate items).
         **options: options for :func:`memvault.open_async` when ``store`` is a URL
             (``ttl``, ``writer``, ...).
 
@@ -106,7 +132,10 @@ class MemvaultSession:
         session_id: str,
         store: str | AsyncStore | None = None,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        compaction_client: Any = None,
+        compaction_model: str = "gpt-4.1",
+        should_trigger_compaction: Callable[[dict[str, Any]], bool] | None = None,
         **options: Any,
     ) -> None:
         if isinstance(store, AsyncStore):
@@ -123,15 +152,21 @@ class MemvaultSession:
         self._session = self._store.session(session_id)
         self.session_id: str = self._session.id
         self.session_settings: SessionSettings | None = (
-            session_settings if session_settings is not None else SessionSettings()
+            coerce_session_settings(session_settings) if session_settings is not None
+            else SessionSettings()
         )
+        self._compaction_client = compaction_client
+        self.compaction_model = compaction_model
+        self.should_trigger_compaction = (
+            should_trigger_compaction or default_should_trigger_compaction)
 
     def __repr__(self) -> str:
         return f"MemvaultSession({self.session_id!r}, {self._store!r})"
 
     @property
-    def memvault(self) -> AsyncSession:
-        """The memvault session underneath: ``log()``, ``info()``, ``trim()``, ..."""
+    def async_session(self) -> AsyncSession:
+        """The memvault session underneath: ``log()``, ``info()``, ``trim()``, ...
+        (the same attribute as ``MemvaultChatMessageHistory.async_session``)."""
         return self._session
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -147,7 +182,8 @@ class MemvaultSession:
         if limit == 0:
             return []
         last = limit if limit is not None and limit > 0 else None  # negative: all, as SQLite
-        return [to_item(m) for m in await self._session.history(last)]
+        items = _expand(await self._session.history(last))
+        return items if last is None else _whole_tool_groups(items[-last:])
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` atomically, in order.
@@ -169,17 +205,71 @@ class MemvaultSession:
         """Hide the newest item and return it; None if there is none.
 
         The item stays reachable from snapshots and the event log records the pop.
+        When the history holds only a compaction, the pop undoes it (the items it
+        stood for are back) and returns its last compacted item.
 
         Raises:
             UnsupportedMessageError: the popped message, written by another writer,
                 has no one-item equivalent; it is hidden and carried by the error.
         """
         message = await self._session.pop()
-        return None if message is None else to_item(message)
+        return None if message is None else _items_of(message)[-1]
 
     async def clear_session(self) -> None:
         """Hide every item (snapshots still reach them; the event log says who)."""
         await self._session.clear()
+
+    async def run_compaction(self, args: OpenAIResponsesCompactionArgs | None = None) -> None:
+        """Compact the history with ``responses.compact``, keeping the originals.
+
+        Unless ``args["force"]``, runs only when ``should_trigger_compaction``
+        approves, and never while a tool call waits for its output. The context view
+        is sent (``compaction_mode`` "input"), or the response chain
+        (``"previous_response_id"``, the default in "auto" when ``response_id`` is
+        given and ``store`` is not False). The compacted items are stored as one
+        summary standing for every item sent, in one atomic write after the call
+        returns: items added meanwhile stay after it; an error or a cancellation
+        before that write changes nothing.
+
+        Raises:
+            ValueError: ``previous_response_id`` mode without a ``response_id``.
+            InvalidMessageError: the history changed under the compaction (an item
+                sent was popped, cleared or rolled back meanwhile); nothing was written.
+        """
+        args = args or {}
+        messages = await self._session.history()
+        items = _expand(messages)
+        response_id = args.get("response_id")
+        mode = _compaction_mode(args.get("compaction_mode", "auto"), response_id,
+                                args.get("store"))
+        if mode == "previous_response_id" and not response_id:
+            raise ValueError("previous_response_id compaction needs a response_id")
+        context = {"response_id": response_id, "compaction_mode": mode,
+                   "compaction_candidate_items": select_compaction_candidate_items(items),
+                   "session_items": items}
+        if not messages or _whole_tool_groups(items, calls_too=True) != items or not (
+                args.get("force", False) or self.should_trigger_compaction(context)):
+            return
+        request: dict[str, Any] = {"model": self.compaction_model}
+        if mode == "previous_response_id":
+            request["previous_response_id"] = response_id
+        else:
+            request["input"] = items
+        compacted = await self._client().responses.compact(**request)
+        output = [exact_json(i if isinstance(i, Mapping)
+                             else i.model_dump(exclude_unset=True, warnings=False),
+                             f"compacted item {n}")
+                  for n, i in enumerate(compacted.output or [])]
+        summary = Message.system(f"compaction of {len(items)} items",
+                                 metadata={COMPACTION_KEY: output})
+        await self._session.summarize(summary, through=messages[-1].id)
+
+    def _client(self) -> Any:
+        if self._compaction_client is None:
+            from openai import AsyncOpenAI  # a dependency of the SDK; only when needed
+
+            self._compaction_client = AsyncOpenAI()
+        return self._compaction_client
 
     async def snapshot(self, name: str) -> Snapshot:
         """Save the current history under ``name`` (O(1); see memvault.AsyncSession)."""
@@ -205,12 +295,49 @@ class MemvaultSession:
         if self._owned:
             await self._store.close()
 
+    # The async context manager protocol, as AsyncStore has it.
     async def __aenter__(self) -> MemvaultSession:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
+
+
+def _compaction_mode(requested: str, response_id: str | None,
+                     store: bool | None) -> Literal["previous_response_id", "input"]:
+    """The SDK's resolution of "auto": the response chain when there is a stored one."""
+    if requested in ("previous_response_id", "input"):
+        return cast(Literal["previous_response_id", "input"], requested)
+    return "input" if store is False or not response_id else "previous_response_id"
+
+
+def _items_of(message: Message) -> list[TResponseInputItem]:
+    """The items a message stands for: a compaction's compacted items, else one."""
+    compacted = message.metadata.get(COMPACTION_KEY)
+    if isinstance(compacted, list):
+        return cast(list[TResponseInputItem], compacted)
+    return [to_item(message)]
+
+
+def _expand(messages: list[Message]) -> list[TResponseInputItem]:
+    return [item for m in messages for item in _items_of(m)]
+
+
+def _whole_tool_groups(items: list[TResponseInputItem], *,
+                       calls_too: bool = False) -> list[TResponseInputItem]:
+    """``items`` without the tool outputs whose call is not among them (and, with
+    ``calls_too``, without the calls whose output is not)."""
+    def call_id(item: Any) -> tuple[bool, Any] | None:
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if not isinstance(kind, str) or "call_id" not in item:
+            return None
+        return kind.endswith("_output"), item["call_id"]
+
+    keys = [call_id(i) for i in items]
+    present = {k for k in keys if k is not None}
+    return [i for i, k in zip(items, keys, strict=True)
+            if k is None or (not k[0] and not calls_too) or (not k[0], k[1]) in present]
 
 
 def _payload(item: object, index: int) -> dict[str, Any]:

@@ -32,6 +32,7 @@ _WHERE = {
     "ModelContract": "memvault.testing.contract",
     "SerializationContract": "memvault.testing.contract",
     "SnapshotsContract": "memvault.testing.contract",
+    "SummariesContract": "memvault.testing.contract",
     "TtlContract": "memvault.testing.contract",
     "VersionsContract": "memvault.testing.contract",
     "WritesContract": "memvault.testing.contract",
@@ -49,9 +50,9 @@ _WHERE = {
     "StoreStateExtension": "memvault.testing.syrupy_ext",
     "FaultInjector": "memvault.checks.faults",
     "inject_faults": "memvault.checks.faults",
-    "StoreModel": "memvault.testing.model",
-    "model_machine": "memvault.testing.model",
-    "check_against_model": "memvault.testing.model",
+    "StoreModel": "memvault.testing.reference",
+    "model_machine": "memvault.testing.reference",
+    "check_against_model": "memvault.testing.reference",
     "open_seeded": "memvault.testing.seeds",
     "copy_sqlite": "memvault.testing.seeds",
 }
@@ -77,6 +78,7 @@ __all__ = [
     "StoreContract",
     "StoreModel",
     "StoreStateExtension",
+    "SummariesContract",
     "TtlContract",
     "VersionsContract",
     "WritesContract",
@@ -125,11 +127,12 @@ if TYPE_CHECKING:
         SerializationContract,
         SnapshotsContract,
         StoreContract,
+        SummariesContract,
         TtlContract,
         VersionsContract,
         WritesContract,
     )
-    from memvault.testing.model import StoreModel, check_against_model, model_machine
+    from memvault.testing.reference import StoreModel, check_against_model, model_machine
     from memvault.testing.seeds import copy_sqlite, open_seeded
     from memvault.testing.state import diff_states, dump_state, dump_state_async, render_state
     from memvault.testing.syrupy_ext import StoreStateExtension

@@ -27,7 +27,9 @@ TIME = "<time>"
 _GENERATED_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 _DEFAULT_WRITER = re.compile(rf"^{re.escape(socket.gethostname())}:\d+$")
 
-Raw = tuple[SessionInfo | None, list[Message], list[Snapshot], list[Event]]
+Raw = tuple[SessionInfo | None, list[Message], list[Snapshot], list[Event], list[Message]]
+"""info, history, snapshots, log, and the full view (read only when something is
+summarized; else empty)."""
 State = dict[str, Any]
 
 
@@ -62,8 +64,11 @@ def _message(m: Message, ph: _Placeholders) -> dict[str, Any]:
 
 
 def _snapshot(s: Snapshot) -> dict[str, Any]:
-    return {"name": s.name, "version": s.version, "length": s.length, "head": s.head,
-            "base": s.base, "auto": s.auto, "created_at": TIME}
+    out = {"name": s.name, "version": s.version, "length": s.length, "head": s.head,
+           "base": s.base, "auto": s.auto, "created_at": TIME}
+    if s.summary:
+        out["summary"] = [s.summary, s.through]
+    return out
 
 
 def _event(e: Event, ph: _Placeholders) -> dict[str, Any]:
@@ -78,8 +83,8 @@ def canonical_state(raw: dict[str, Raw]) -> State:
     ph = _Placeholders()
     sessions: dict[str, Any] = {}
     for sid in sorted(raw):
-        info, history, snapshots, log = raw[sid]
-        sessions[sid] = {
+        info, history, snapshots, log, full = raw[sid]
+        sessions[sid] = state = {
             "version": info.version if info else 0,
             "length": info.length if info else 0,
             "expires_at": None if info is None or info.expires_at is None else TIME,
@@ -87,6 +92,9 @@ def canonical_state(raw: dict[str, Raw]) -> State:
             "snapshots": [_snapshot(s) for s in snapshots],
             "log": [_event(e, ph) for e in log],
         }
+        if info is not None and info.summarized:  # keys only when used: baselines stand
+            state["summarized"] = info.summarized
+            state["full_history"] = [_message(m, ph) for m in full]
     return {"format": FORMAT, "sessions": sessions}
 
 
@@ -114,7 +122,9 @@ def dump_state(store: Any, sessions: Iterable[str] | Callable[[str], bool] | Non
     raw: dict[str, Raw] = {}
     for sid in _selected(store.sessions(), sessions):
         s = store.session(sid)
-        raw[sid] = (s.info(), s.history(), s.snapshots(), s.log())
+        info = s.info()
+        raw[sid] = (info, s.history(), s.snapshots(), s.log(),
+                    s.history(full=True) if info and info.summarized else [])
     return canonical_state(raw)
 
 
@@ -125,7 +135,9 @@ async def dump_state_async(store: Any,
     raw: dict[str, Raw] = {}
     for sid in _selected(await store.sessions(), sessions):
         s = store.session(sid)
-        raw[sid] = (await s.info(), await s.history(), await s.snapshots(), await s.log())
+        info = await s.info()
+        raw[sid] = (info, await s.history(), await s.snapshots(), await s.log(),
+                    await s.history(full=True) if info and info.summarized else [])
     return canonical_state(raw)
 
 

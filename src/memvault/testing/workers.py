@@ -29,6 +29,7 @@ def append_turns(opener: Opener, session_id: str, writer: str, count: int) -> in
         store.close()
 
 
+# Each worker opens its own store and closes it: the try/finally of every worker here.
 def checkpoint_then_exit(opener: Opener, session_id: str) -> None:
     """Process A: a good conversation, two snapshots."""
     store = opener(writer="A")

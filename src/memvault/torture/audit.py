@@ -58,6 +58,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from memvault.checks.history import parse_all
 from memvault.checks.lostwrites import checksum, make_turn
 from memvault.checks.report import audit
 from memvault.torture.report import APPEND_RECORDS, TortureReport, count_operations, merge
@@ -354,9 +355,10 @@ class _Session:
         self.check_calls(snaps)
         expected = self.tie_acks(turns)
         stream = self.stream(expected)
-        lost_writes = audit([header, *self._turn_records(turns),
+        lost_writes = audit(parse_all([header, *self._turn_records(turns),
                              *(r for r in self.records if r["e"] == "read_error"),
-                             {"e": "final", "messages": [m for _, m in stream]}], checksum)
+                             {"e": "final", "messages": [m for _, m in stream]}]),
+                            checksum)
         for name, mine in (("lost", "lost"), ("duplicated", "duplicated"),
                            ("reordered", "reordered"), ("torn_turns", "torn"),
                            ("corrupted", "corrupted"), ("unexpected", "unexpected"),

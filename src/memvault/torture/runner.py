@@ -25,7 +25,7 @@ from typing import Any
 
 from memvault.checks.opener import Opener
 from memvault.errors import ConfigurationError, CorruptRecordError
-from memvault.torture.workers import Plan, error_fields, wire, work
+from memvault.torture.workers import Assignment, error_fields, wire, work
 from memvault.urls import redact
 
 
@@ -68,10 +68,11 @@ Progress = Callable[[Status], None]
 class _Fleet:
     """The worker processes, one per slot, each slot refilled after a kill."""
 
-    def __init__(self, plan: Plan, settings: Settings, log: Callable[..., None]) -> None:
+    def __init__(self, assignment: Assignment, settings: Settings,
+                 log: Callable[..., None]) -> None:
         self.ctx = multiprocessing.get_context("forkserver")
         self.ctx.set_forkserver_preload(["memvault.torture.workers"])
-        self.plan, self.log = plan, log
+        self.assignment, self.log = assignment, log
         self.roles = ["writer"] * settings.writers + ["reader"] * settings.readers
         self.stop = self.ctx.RawValue("b", 0)
         self.counters = self.ctx.RawArray("q", 2 * len(self.roles))
@@ -83,7 +84,7 @@ class _Fleet:
         worker, self.next_worker = self.next_worker, self.next_worker + 1
         self.incarnation[slot] = worker
         proc = self.ctx.Process(target=work, daemon=True, args=(
-            self.plan, self.roles[slot], worker, slot, self.stop, self.counters))
+            self.assignment, self.roles[slot], worker, slot, self.stop, self.counters))
         proc.start()
         self.procs[slot] = proc
 
@@ -247,7 +248,7 @@ def run_torture(store: str | Opener, settings: Settings | None = None,
     folder = Path(settings.history or tempfile.mkdtemp(prefix="memvault-torture-"))
     parts = folder / f"parts-{run}"
     parts.mkdir(parents=True)
-    plan = Plan(opener, run, sessions, str(parts), settings.fault_rate, seed)
+    assignment = Assignment(opener, run, sessions, str(parts), settings.fault_rate, seed)
     parent = (parts / "parent.jsonl").open("a", encoding="utf-8")
 
     def log(**record: Any) -> None:
@@ -256,7 +257,7 @@ def run_torture(store: str | Opener, settings: Settings | None = None,
 
     status = Status()
     try:
-        _hammer(_Fleet(plan, settings, log), settings, random.Random(seed), status, progress)
+        _hammer(_Fleet(assignment, settings, log), settings, random.Random(seed), status, progress)
         state = _final_state(opener, sessions, status, progress)
     finally:
         parent.close()

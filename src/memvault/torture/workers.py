@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memvault.checks.faults import FaultInjector, inject_faults
-from memvault.checks.lostwrites import NOTHING_APPLIED, checksum, make_turn
+from memvault.checks.lostwrites import APPEND_NOT_APPLIED, checksum, make_turn
 from memvault.checks.opener import Opener
 from memvault.errors import (
     BackendUnavailableError,
@@ -49,11 +49,11 @@ BACKEND_OP = {"append": "append", "read": "history", "snapshot": "snapshot", "po
               "rollback": "rollback"}
 APPEND_ATTEMPTS = 3  # an append that failed or whose outcome is unknown is retried as is
 # Errors after which a write is known not to have been applied.
-NOT_APPLIED = (*NOTHING_APPLIED, SnapshotExistsError, SnapshotNotFoundError)
+WRITE_NOT_APPLIED = (*APPEND_NOT_APPLIED, SnapshotExistsError, SnapshotNotFoundError)
 
 
 @dataclass(frozen=True)
-class Plan:
+class Assignment:
     """What every worker is given (picklable).
 
     Attributes:
@@ -85,10 +85,10 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
 
 
 class _Worker:
-    def __init__(self, plan: Plan, worker: int, slot: int, counters: Any) -> None:
-        self.plan, self.w, self.slot, self.counters = plan, worker, slot, counters
-        self.rng = random.Random(f"{plan.seed}:{worker}")
-        self.file = (Path(plan.folder) / f"{worker}.jsonl").open("a", encoding="utf-8")
+    def __init__(self, assignment: Assignment, worker: int, slot: int, counters: Any) -> None:
+        self.assignment, self.w, self.slot, self.counters = assignment, worker, slot, counters
+        self.rng = random.Random(f"{assignment.seed}:{worker}")
+        self.file = (Path(assignment.folder) / f"{worker}.jsonl").open("a", encoding="utf-8")
         self.faults: FaultInjector | None = None
 
     def log(self, **record: Any) -> None:
@@ -102,7 +102,7 @@ class _Worker:
 
     def maybe_fault(self, kind: str) -> str | None:
         """Plan a fault for the next call of ``kind``'s backend operation, sometimes."""
-        if self.faults is None or self.rng.random() >= self.plan.fault_rate:
+        if self.faults is None or self.rng.random() >= self.assignment.fault_rate:
             return None
         when = self.rng.choice(("before", "after"))
         self.faults.fail(BACKEND_OP[kind], when=when)  # type: ignore[arg-type]
@@ -115,7 +115,7 @@ class _Worker:
 
 
 def _append(wk: _Worker, s: Any, si: int, turn: int) -> None:
-    batch = make_turn(wk.plan.run, wk.w, turn, wk.rng.randint(1, 3))
+    batch = make_turn(wk.assignment.run, wk.w, turn, wk.rng.randint(1, 3))
     for attempt in range(1, APPEND_ATTEMPTS + 1):
         fault = wk.maybe_fault("append") if attempt == 1 else None
         wk.count(fault is not None)
@@ -123,7 +123,7 @@ def _append(wk: _Worker, s: Any, si: int, turn: int) -> None:
                fault=fault)
         try:
             version, ms = wk.timed(lambda: s.append(batch))
-        except NOTHING_APPLIED as exc:
+        except APPEND_NOT_APPLIED as exc:
             wk.log(e="failed", w=wk.w, t=turn, s=si, a=attempt, **error_fields(exc))
             if not isinstance(exc, BackendUnavailableError):
                 return
@@ -171,7 +171,7 @@ def _write(wk: _Worker, s: Any, si: int, kind: str, n: int) -> None:
     wk.log(e="call", w=wk.w, n=n, k=kind, s=si, arg=arg, fault=fault)
     try:
         result, ms = wk.timed(calls[kind])
-    except NOT_APPLIED as exc:
+    except WRITE_NOT_APPLIED as exc:
         wk.log(e="done", w=wk.w, n=n, k=kind, s=si, outcome="failed", **error_fields(exc))
     except Exception as exc:
         wk.log(e="done", w=wk.w, n=n, k=kind, s=si, outcome="unknown", **error_fields(exc))
@@ -183,18 +183,19 @@ def _write(wk: _Worker, s: Any, si: int, kind: str, n: int) -> None:
         wk.log(e="done", w=wk.w, n=n, k=kind, s=si, outcome="ok", ms=ms, **out)
 
 
-def work(plan: Plan, role: str, worker: int, slot: int, stop: Any, counters: Any) -> None:
+def work(assignment: Assignment, role: str, worker: int, slot: int, stop: Any,
+         counters: Any) -> None:
     """A worker process: ``role`` is ``"writer"`` or ``"reader"``; runs until ``stop``.
 
     ``counters`` holds two integers per slot: calls made, faults injected.
     """
-    wk = _Worker(plan, worker, slot, counters)
+    wk = _Worker(assignment, worker, slot, counters)
     wk.log(e="start", w=worker, role=role, slot=slot, pid=os.getpid(), at=time.time())
-    store = plan.opener(writer=f"torture-w{worker}")
+    store = assignment.opener(writer=f"torture-w{worker}")
     try:
-        if plan.fault_rate > 0:
+        if assignment.fault_rate > 0:
             wk.faults = inject_faults(store)
-        sessions = [store.session(sid) for sid in plan.sessions]  # after injection
+        sessions = [store.session(sid) for sid in assignment.sessions]  # after injection
         turn = n = 0
         while not stop.value:
             si = wk.rng.randrange(len(sessions))

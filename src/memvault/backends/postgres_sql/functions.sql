@@ -16,7 +16,10 @@
 -- message ids and taken snapshot names while inserting (a lookup planned while the
 -- tables were small scanned the whole session until the next ANALYZE); version 3 made
 -- append lock and save a live session inline (one PL/pgSQL call instead of three;
--- 17-19 µs less per append, benchmarks/RESULTS.md); version 4 added chain. Then every
+-- 17-19 µs less per append, benchmarks/RESULTS.md); version 4 added chain; version 5
+-- added summaries: the summary pointer (summary, through) that _lock, _commit, info,
+-- pop, snapshot(s), rollback, fork and _garbage carry, summarize, and full_history
+-- beside history (now the context view). Then every
 -- chain walk became checked (_chain: a broken chain raised nothing, history returned
 -- fewer messages, or the head repeated), pop refuses a body that is not a JSON object
 -- before changing anything, and delete answers false for an expired session.
@@ -59,7 +62,8 @@ END $$;
 -- p_create: a row of NULLs. With p_create: an expired row is purged and reset, a
 -- missing one inserted (a concurrent creator makes the INSERT wait, then the loop
 -- locks the row it committed). Either way the caller's error rolls it all back.
-CREATE OR REPLACE FUNCTION @schema@._lock(p_name bytea, p_now double precision, p_create boolean)
+CREATE OR REPLACE FUNCTION @schema@._lock(p_name bytea, p_now double precision,
+                                          p_create boolean)
 RETURNS @schema@.sessions
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -77,7 +81,8 @@ BEGIN
             PERFORM @schema@._purge(v_row.sid);
             UPDATE @schema@.sessions
             SET head = 0, depth = 0, base = 0, version = 0, next_node = 1,
-                created_at = p_now, updated_at = p_now, expires_at = NULL
+                created_at = p_now, updated_at = p_now, expires_at = NULL,
+                summary = 0, through = 0
             WHERE sid = v_row.sid
             RETURNING * INTO v_row;
             RETURN v_row;
@@ -105,7 +110,8 @@ LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE @schema@.sessions
     SET head = p_row.head, depth = p_row.depth, base = p_row.base, version = p_row.version,
-        next_node = p_row.next_node, updated_at = p_now, expires_at = p_expires
+        next_node = p_row.next_node, updated_at = p_now, expires_at = p_expires,
+        summary = p_row.summary, through = p_row.through
     WHERE sid = p_row.sid;
     INSERT INTO @schema@.events (sid, version, op, writer, at, head_before, base_before,
                                  head_after, base_after, detail)
@@ -192,35 +198,69 @@ BEGIN
     RETURN v_row.version + 1;
 END $$;
 
+-- The context view's newest p_last (NULL: all): the summary only if it fits. Its
+-- depth (through) lies below every chain node shown, so ORDER BY depth places it.
 CREATE OR REPLACE FUNCTION @schema@.history(p_session bytea, p_last bigint,
                                             p_now double precision)
 RETURNS SETOF @schema@.stored_row
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_row @schema@.sessions;
-BEGIN
-    SELECT * INTO v_row FROM @schema@.sessions s
-    WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now);
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    RETURN QUERY
-    SELECT c.depth, c.body
-    FROM @schema@._chain(v_row.sid, v_row.head, v_row.depth,
-                         least(coalesce(p_last, v_row.depth - v_row.base),
-                               v_row.depth - v_row.base)) c
-    ORDER BY c.depth;
-END $$;
+LANGUAGE sql STABLE AS $$
+    WITH s AS (
+        SELECT x.sid, x.head, x.depth, x.summary, x.through > x.base AND x.summary <> 0 AS shows,
+               x.depth - greatest(x.base, x.through) AS above
+        FROM @schema@.sessions x
+        WHERE x.name = p_session AND (x.expires_at IS NULL OR x.expires_at > p_now)
+    )
+    SELECT v.depth, v.body FROM (
+        SELECT c.depth, c.body
+        FROM s CROSS JOIN LATERAL @schema@._chain(s.sid, s.head, s.depth, least(p_last, s.above)) c
+        UNION ALL
+        SELECT n.depth, n.body
+        FROM s JOIN @schema@.nodes n ON n.sid = s.sid AND n.node = s.summary
+        WHERE s.shows AND (p_last IS NULL OR p_last > s.above)
+    ) v ORDER BY v.depth
+$$;
 
+-- Every message above base, each summary (above base) right after its through.
+CREATE OR REPLACE FUNCTION @schema@.full_history(p_session bytea, p_last bigint, p_now double precision)
+RETURNS SETOF @schema@.stored_row
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE s AS (
+        SELECT x.sid, x.head, x.base, x.depth, x.summary FROM @schema@.sessions x
+        WHERE x.name = p_session AND (x.expires_at IS NULL OR x.expires_at > p_now)
+    ), sums (node, parent, depth, body) AS (
+        SELECT n.node, n.parent, n.depth, n.body
+        FROM s JOIN @schema@.nodes n ON n.sid = s.sid AND n.node = s.summary
+        UNION ALL
+        SELECT n.node, n.parent, n.depth, n.body
+        FROM sums u CROSS JOIN s JOIN @schema@.nodes n ON n.sid = s.sid AND n.node = u.parent
+    ), shown AS (
+        SELECT c.depth, c.body, 0 AS kind
+        FROM s CROSS JOIN LATERAL @schema@._chain(s.sid, s.head, s.depth, s.depth - s.base) c
+        UNION ALL
+        SELECT u.depth, u.body, 1 FROM sums u CROSS JOIN s WHERE u.depth > s.base
+    )
+    SELECT t.depth, t.body FROM (
+        SELECT v.depth, v.body, v.kind FROM shown v ORDER BY v.depth DESC, v.kind DESC
+        LIMIT p_last
+    ) t ORDER BY t.depth, t.kind
+$$;
+
+DROP FUNCTION IF EXISTS @schema@.info(bytea, double precision);  -- version 5 added summarized
 CREATE OR REPLACE FUNCTION @schema@.info(p_session bytea, p_now double precision)
 RETURNS TABLE (version bigint, length bigint, created_at double precision,
-               updated_at double precision, expires_at double precision)
+               updated_at double precision, expires_at double precision, summarized bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT s.version, s.depth - s.base, s.created_at, s.updated_at, s.expires_at
+    SELECT s.version,
+           s.depth - greatest(s.base, s.through)
+               + CASE WHEN s.summary <> 0 AND s.through > s.base THEN 1 ELSE 0 END,
+           s.created_at, s.updated_at, s.expires_at,
+           CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 END
     FROM @schema@.sessions s
     WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
 $$;
 
+-- Hide the context view's newest message; with nothing after the summary, undo it
+-- (the previous summary is back). Checked before anything changes.
 CREATE OR REPLACE FUNCTION @schema@.pop(
     p_session bytea, p_writer bytea, p_now double precision, p_expires double precision
 ) RETURNS SETOF @schema@.stored_row
@@ -230,15 +270,24 @@ DECLARE
     v_node @schema@.nodes;
     v_envelope json;
     v_head bigint;
+    v_undo boolean;
+    v_at bigint;
+    v_depth bigint;
 BEGIN
     v_row := @schema@._lock(p_session, p_now, false);
-    IF v_row.sid IS NULL OR v_row.depth = v_row.base THEN
+    IF v_row.sid IS NULL THEN
         RETURN;
     END IF;
+    v_undo := v_row.depth <= greatest(v_row.base, v_row.through);
+    IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN
+        RETURN;
+    END IF;
+    v_at := CASE WHEN v_undo THEN v_row.summary ELSE v_row.head END;
+    v_depth := CASE WHEN v_undo THEN v_row.through ELSE v_row.depth END;
     SELECT * INTO v_node FROM @schema@.nodes n
-    WHERE n.sid = v_row.sid AND n.node = v_row.head AND n.depth = v_row.depth;
+    WHERE n.sid = v_row.sid AND n.node = v_at AND n.depth = v_depth;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_row.depth;
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth;
     END IF;
     BEGIN
         v_envelope := v_node.body::json;
@@ -249,17 +298,87 @@ BEGIN
     -- cannot hold the NUL a message may carry as \u0000.)
     IF json_typeof(v_envelope) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'not a memvault envelope' USING ERRCODE = 'MV011',
-            DETAIL = v_row.depth;
+            DETAIL = v_depth;
     END IF;
     v_head := v_row.head;
-    v_row.head := v_node.parent;
-    v_row.depth := v_node.depth - 1;
     v_row.version := v_row.version + 1;
-    PERFORM @schema@._commit(v_row, 'pop', p_writer, p_now, p_expires, v_head, v_row.base,
-                             '{"message_id": ' || @schema@._json_quote(v_node.msg_id) || '}');
+    IF v_undo THEN
+        v_row.summary := v_node.parent;
+        v_row.through := 0;
+        IF v_node.parent <> 0 THEN
+            SELECT n.depth INTO v_row.through FROM @schema@.nodes n
+            WHERE n.sid = v_row.sid AND n.node = v_node.parent;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth;
+            END IF;
+        END IF;
+        PERFORM @schema@._commit(v_row, 'pop', p_writer, p_now, p_expires, v_head, v_row.base,
+                                 '{"summary_id": ' || @schema@._json_quote(v_node.msg_id) || '}');
+    ELSE
+        v_row.head := v_node.parent;
+        v_row.depth := v_node.depth - 1;
+        PERFORM @schema@._commit(v_row, 'pop', p_writer, p_now, p_expires, v_head, v_row.base,
+                                 '{"message_id": ' || @schema@._json_quote(v_node.msg_id) || '}');
+    END IF;
     RETURN QUERY SELECT v_node.depth, v_node.body;
 END $$;
 
+CREATE OR REPLACE FUNCTION @schema@.summarize(
+    p_session bytea, p_through bytea, p_id bytea, p_body text, p_expect bigint,
+    p_writer bytea, p_now double precision, p_expires double precision
+) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_row @schema@.sessions;
+    v_stored bigint;
+    v_target @schema@.nodes;
+    v_steps bigint;
+    v_folded bigint;
+BEGIN
+    v_row := @schema@._lock(p_session, p_now, false);
+    IF v_row.sid IS NOT NULL THEN
+        SELECT n.node INTO v_stored FROM @schema@.nodes n
+        WHERE n.sid = v_row.sid AND n.msg_id = p_id;
+        IF v_stored = v_row.summary THEN
+            RETURN v_row.version;
+        ELSIF v_stored IS NOT NULL THEN
+            RAISE EXCEPTION 'message ids already stored' USING ERRCODE = 'MV002',
+                DETAIL = '1 ' || encode(p_id, 'hex');
+        END IF;
+    END IF;
+    IF p_expect IS NOT NULL AND p_expect <> coalesce(v_row.version, 0) THEN
+        RAISE EXCEPTION 'version conflict' USING ERRCODE = 'MV001',
+            DETAIL = coalesce(v_row.version, 0);
+    END IF;
+    SELECT * INTO v_target FROM @schema@.nodes n
+    WHERE n.sid = v_row.sid AND n.msg_id = p_through;
+    IF v_row.sid IS NULL OR v_target.sid IS NULL THEN
+        RAISE EXCEPTION 'unknown message to summarize through' USING ERRCODE = 'MV006';
+    END IF;
+    v_steps := v_row.depth - v_target.depth + 1;
+    IF v_target.depth <= v_row.base OR v_steps < 1
+       OR (SELECT c.node FROM @schema@._chain(v_row.sid, v_row.head, v_row.depth, v_steps) c
+           WHERE c.k = v_steps) IS DISTINCT FROM v_target.node THEN
+        RAISE EXCEPTION 'message to summarize through is hidden' USING ERRCODE = 'MV007';
+    END IF;
+    IF v_target.depth <= v_row.through THEN
+        RAISE EXCEPTION 'message already summarized' USING ERRCODE = 'MV008';
+    END IF;
+    v_folded := v_target.depth - greatest(v_row.base, v_row.through);
+    INSERT INTO @schema@.nodes (sid, node, parent, depth, msg_id, body)
+    VALUES (v_row.sid, v_row.next_node, v_row.summary, v_target.depth, p_id, p_body);
+    v_row.summary := v_row.next_node;
+    v_row.through := v_target.depth;
+    v_row.next_node := v_row.next_node + 1;
+    v_row.version := v_row.version + 1;
+    PERFORM @schema@._commit(v_row, 'summarize', p_writer, p_now, p_expires, v_row.head,
+                             v_row.base, '{"summary_id": ' || @schema@._json_quote(p_id)
+                             || ', "through": ' || @schema@._json_quote(p_through)
+                             || ', "messages": ' || v_folded || '}');
+    RETURN v_row.version;
+END $$;
+
+-- Every write ends as pop does: bump, _commit with its own event detail, return.
 CREATE OR REPLACE FUNCTION @schema@.trim(
     p_session bytea, p_keep bigint, p_op text, p_writer bytea, p_now double precision,
     p_expires double precision
@@ -293,9 +412,10 @@ DECLARE
     v_row @schema@.sessions;
 BEGIN
     v_row := @schema@._lock(p_session, p_now, true);
-    INSERT INTO @schema@.snapshots (sid, name, head, base, version, length, created_at, auto)
+    INSERT INTO @schema@.snapshots (sid, name, head, base, version, length, created_at, auto,
+                                    summary, through)
     VALUES (v_row.sid, p_name, v_row.head, v_row.base, v_row.version, v_row.depth - v_row.base,
-            p_now, false)
+            p_now, false, v_row.summary, v_row.through)
     ON CONFLICT (sid, name) DO NOTHING;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'snapshot exists' USING ERRCODE = 'MV003';
@@ -303,13 +423,14 @@ BEGIN
     PERFORM @schema@._commit(v_row, 'snapshot', p_writer, p_now, p_expires, v_row.head,
                              v_row.base, '{"name": ' || @schema@._json_quote(p_name) || '}');
     RETURN QUERY SELECT p_name, v_row.head, v_row.base, v_row.version,
-                        v_row.depth - v_row.base, p_now, false;
+                        v_row.depth - v_row.base, p_now, false, v_row.summary, v_row.through;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.snapshots(p_session bytea, p_now double precision)
 RETURNS SETOF @schema@.snapshot_row
 LANGUAGE sql STABLE AS $$
-    SELECT n.name, n.head, n.base, n.version, n.length, n.created_at, n.auto
+    SELECT n.name, n.head, n.base, n.version, n.length, n.created_at, n.auto, n.summary,
+           n.through
     FROM @schema@.sessions s JOIN @schema@.snapshots n ON n.sid = s.sid
     WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
     ORDER BY n.id
@@ -322,11 +443,9 @@ CREATE OR REPLACE FUNCTION @schema@.rollback(
 LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
+    v_old @schema@.sessions;
     v_target @schema@.snapshots;
     v_saved bytea;
-    v_head bigint;
-    v_base bigint;
-    v_length bigint;
 BEGIN
     v_row := @schema@._lock(p_session, p_now, false);
     SELECT * INTO v_target FROM @schema@.snapshots s WHERE s.sid = v_row.sid AND s.name = p_name;
@@ -334,19 +453,22 @@ BEGIN
         RAISE EXCEPTION 'snapshot not found' USING ERRCODE = 'MV004';
     END IF;
     v_saved := convert_to('auto:pre-rollback@v' || v_row.version, 'UTF8');
-    v_head := v_row.head;
-    v_base := v_row.base;
-    v_length := v_row.depth - v_row.base;
-    INSERT INTO @schema@.snapshots (sid, name, head, base, version, length, created_at, auto)
-    VALUES (v_row.sid, v_saved, v_head, v_base, v_row.version, v_length, p_now, true);
+    v_old := v_row;
+    INSERT INTO @schema@.snapshots (sid, name, head, base, version, length, created_at, auto,
+                                    summary, through)
+    VALUES (v_row.sid, v_saved, v_old.head, v_old.base, v_old.version, v_old.depth - v_old.base,
+            p_now, true, v_old.summary, v_old.through);
     v_row.head := v_target.head;
     v_row.base := v_target.base;
     v_row.depth := v_target.base + v_target.length;
+    v_row.summary := v_target.summary;
+    v_row.through := v_target.through;
     v_row.version := v_row.version + 1;
-    PERFORM @schema@._commit(v_row, 'rollback', p_writer, p_now, p_expires, v_head, v_base,
-                             '{"to": ' || @schema@._json_quote(p_name) || ', "saved": '
-                             || @schema@._json_quote(v_saved) || '}');
-    RETURN QUERY SELECT v_saved, v_head, v_base, v_row.version - 1, v_length, p_now, true;
+    PERFORM @schema@._commit(v_row, 'rollback', p_writer, p_now, p_expires, v_old.head,
+                             v_old.base, '{"to": ' || @schema@._json_quote(p_name)
+                             || ', "saved": ' || @schema@._json_quote(v_saved) || '}');
+    RETURN QUERY SELECT v_saved, v_old.head, v_old.base, v_old.version,
+                        v_old.depth - v_old.base, p_now, true, v_old.summary, v_old.through;
 END $$;
 
 -- The source is read without a lock, in the single statement that copies it, so
@@ -359,7 +481,11 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_found bigint;
+    v_copied bigint;
     v_length bigint;
+    v_sum_id bytea;
+    v_sum_body text;
+    v_sum_through bigint;
 BEGIN
     v_row := @schema@._lock(p_new, p_now, true);
     -- A live session has a version or a snapshot; a row _lock just made has neither.
@@ -368,12 +494,16 @@ BEGIN
         RAISE EXCEPTION 'session exists' USING ERRCODE = 'MV005';
     END IF;
     WITH src AS (
-        SELECT s.sid, s.head, s.depth, s.depth - s.base AS length FROM @schema@.sessions s
+        SELECT s.sid, s.head, s.depth, s.depth - s.base AS length, s.base, s.summary,
+               s.through
+        FROM @schema@.sessions s
         WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
     ), ptr AS (
-        SELECT src.sid, src.head, src.depth, src.length FROM src WHERE p_at IS NULL
+        SELECT src.sid, src.head, src.depth, src.length, src.base, src.summary, src.through
+        FROM src WHERE p_at IS NULL
         UNION ALL
-        SELECT src.sid, n.head, n.base + n.length, n.length FROM src
+        SELECT src.sid, n.head, n.base + n.length, n.length, n.base, n.summary, n.through
+        FROM src
         JOIN @schema@.snapshots n ON n.sid = src.sid AND n.name = p_at
     ), copied AS (
         INSERT INTO @schema@.nodes (sid, node, parent, depth, msg_id, body)
@@ -383,14 +513,26 @@ BEGIN
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM ptr), coalesce((SELECT ptr.length FROM ptr), 0),
-           (SELECT count(*) FROM copied)
-    INTO v_found, v_length;
+           (SELECT count(*) FROM copied), s.msg_id, s.body, s.through
+    INTO v_found, v_length, v_copied, v_sum_id, v_sum_body, v_sum_through
+    FROM (SELECT 1) one LEFT JOIN (
+        SELECT n.msg_id, n.body, ptr.through - ptr.base AS through
+        FROM ptr JOIN @schema@.nodes n ON n.sid = ptr.sid AND n.node = ptr.summary
+        WHERE ptr.through > ptr.base
+    ) s ON true;
     IF p_at IS NOT NULL AND v_found = 0 THEN
         RAISE EXCEPTION 'snapshot not found' USING ERRCODE = 'MV004';
     END IF;
     v_row.head := v_length;
     v_row.depth := v_length;
     v_row.next_node := v_length + 1;
+    IF v_sum_id IS NOT NULL THEN
+        INSERT INTO @schema@.nodes (sid, node, parent, depth, msg_id, body)
+        VALUES (v_row.sid, v_length + 1, 0, v_sum_through, v_sum_id, v_sum_body);
+        v_row.summary := v_length + 1;
+        v_row.through := v_sum_through;
+        v_row.next_node := v_length + 2;
+    END IF;
     v_row.version := v_row.version + 1;
     PERFORM @schema@._commit(v_row, 'fork', p_writer, p_now, p_expires, 0, 0,
                              '{"from": ' || @schema@._json_quote(p_session) || ', "at": '
@@ -439,9 +581,21 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_floor bigint[] := array_fill(NULL::bigint, ARRAY[greatest(p_row.next_node, 1)::integer]);
     v_dead bigint[] := '{}';
+    v_kept bigint[];
     v_ptr record;
     v_node record;
 BEGIN
+    WITH RECURSIVE ptrs AS (
+        SELECT p_row.summary AS node
+        UNION SELECT s.summary FROM @schema@.snapshots s WHERE s.sid = p_row.sid
+    ), walk (node, parent) AS (
+        SELECT n.node, n.parent FROM ptrs
+        JOIN @schema@.nodes n ON n.sid = p_row.sid AND n.node = ptrs.node
+        UNION
+        SELECT n.node, n.parent FROM walk w
+        JOIN @schema@.nodes n ON n.sid = p_row.sid AND n.node = w.parent
+    )
+    SELECT coalesce(array_agg(walk.node), '{}') INTO v_kept FROM walk;
     FOR v_ptr IN
         SELECT p_row.head AS head, p_row.base AS base
         UNION ALL SELECT s.head, s.base FROM @schema@.snapshots s WHERE s.sid = p_row.sid
@@ -458,7 +612,9 @@ BEGIN
         SELECT n.node, n.parent, n.depth FROM @schema@.nodes n
         WHERE n.sid = p_row.sid ORDER BY n.node DESC
     LOOP
-        IF v_floor[v_node.node] < v_node.depth THEN
+        IF v_node.node = ANY (v_kept) THEN
+            CONTINUE;
+        ELSIF v_floor[v_node.node] < v_node.depth THEN
             IF v_node.parent > 0 THEN
                 v_floor[v_node.parent] := least(v_floor[v_node.parent], v_floor[v_node.node]);
             END IF;

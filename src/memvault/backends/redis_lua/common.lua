@@ -2,11 +2,14 @@
 --
 -- A session is six keys sharing one hash tag (so one cluster slot):
 --   meta   hash  head, depth, base, version, next (node id), created, updated,
---                expires (absent: never), snaps (snapshot sequence), run (below)
+--                expires (absent: never), snaps (snapshot sequence), run (below),
+--                summary, through (the summary pointer; absent: none)
 --   msgs   hash  node id -> encoded message
 --   links  hash  node id -> "parent:depth:message id"
 --   ids    hash  message id -> node id (idempotent appends)
---   snaps  hash  snapshot name -> JSON [seq, head, base, version, length, created, auto]
+--   snaps  hash  snapshot name -> JSON [seq, head, base, version, length, created, auto,
+--                summary, through] (the last two absent in older snapshots: none)
+-- A summary is a node off the chain: its link is "previous summary:through:id".
 --   log    list  JSON events [version, op, writer, at, head0, base0, head1, base1, detail]
 -- Timestamps are kept as the client's decimal text: Lua would round them to 14 digits.
 -- run: nodes run..head lie on the chain one id apart (each one's parent is the id
@@ -16,11 +19,22 @@ local META, MSGS, LINKS, IDS, SNAPS, LOG = KEYS[1], KEYS[2], KEYS[3], KEYS[4], K
 
 local function load()
   local v = redis.call('HMGET', META, 'head', 'depth', 'base', 'version', 'next', 'created',
-                       'updated', 'expires', 'snaps', 'run')
+                       'updated', 'expires', 'snaps', 'run', 'summary', 'through')
   if not v[1] then return nil end
   return {head = tonumber(v[1]), depth = tonumber(v[2]), base = tonumber(v[3]),
           version = tonumber(v[4]), next = tonumber(v[5]), created = v[6], updated = v[7],
-          expires = v[8] or nil, snaps = tonumber(v[9]), run = tonumber(v[10])}
+          expires = v[8] or nil, snaps = tonumber(v[9]), run = tonumber(v[10]),
+          summary = tonumber(v[11]) or 0, through = tonumber(v[12]) or 0}
+end
+
+-- The context view shows the chain above the floor, after the summary if some of
+-- its range lies above base (the engine's Row.floor and Row.shows_summary).
+local function floor_of(row)
+  return math.max(row.base, row.through)
+end
+
+local function shows_summary(row)
+  return row.summary ~= 0 and row.through > row.base
 end
 
 local function expired(row, now)

@@ -31,10 +31,11 @@ if op == 'compact' then
     dropped = math.max(0, redis.call('LLEN', LOG) - tonumber(keep))
     if dropped > 0 then redis.call('LTRIM', LOG, dropped, -1) end
   end
-  local pointers = {{row.head, row.base}}
+  local pointers, summaries = {{row.head, row.base}}, {row.summary}
   for _, v in ipairs(redis.call('HVALS', SNAPS)) do
     local s = cjson.decode(v)
     pointers[#pointers + 1] = {s[2], s[3]}
+    summaries[#summaries + 1] = s[8] or 0
   end
   for _, v in ipairs(redis.call('LRANGE', LOG, 0, -1)) do
     local e = cjson.decode(v)
@@ -57,9 +58,17 @@ if op == 'compact' then
       node = links[node][1]
     end
   end
+  -- summaries pointed at, and the earlier ones behind each (engine._summaries)
+  local kept = {}
+  for _, node in ipairs(summaries) do
+    while links[node] and not kept[node] do
+      kept[node] = true
+      node = links[node][1]
+    end
+  end
   local dead = 0
   for node, l in pairs(links) do
-    if not reached[node] then
+    if not reached[node] and not kept[node] then
       redis.call('HDEL', MSGS, node)
       redis.call('HDEL', LINKS, node)
       redis.call('HDEL', IDS, l[3])
@@ -80,7 +89,7 @@ local function start(current)
   if current then return current end
   drop_all()
   return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0,
-          run = 1}
+          run = 1, summary = 0, through = 0}
 end
 
 -- Chain the (id, message) pairs ARGV[first..] onto the head.
@@ -100,10 +109,19 @@ local function add_nodes(r, first)
   hset(IDS, ids)
 end
 
+-- Store a summary off the chain (link: previous summary, through, id); point at it.
+local function add_summary(r, id, message, through)
+  local node = r.next
+  redis.call('HSET', MSGS, node, message)
+  redis.call('HSET', LINKS, node, r.summary .. ':' .. through .. ':' .. id)
+  redis.call('HSET', IDS, id, node)
+  r.summary, r.through, r.next = node, through, node + 1
+end
+
 local function save_snapshot(r, name, auto)
   r.snaps = r.snaps + 1
   local value = cjson.encode({r.snaps, r.head, r.base, r.version, r.depth - r.base, now_text,
-                              auto})
+                              auto, r.summary, r.through})
   redis.call('HSET', SNAPS, name, value)
   return value
 end
@@ -112,7 +130,8 @@ end
 local function commit(r, name, head0, base0, detail, bump)
   if bump then r.version = r.version + 1 end
   local fields = {'head', r.head, 'depth', r.depth, 'base', r.base, 'version', r.version,
-                  'next', r.next, 'created', r.created, 'updated', now_text, 'snaps', r.snaps}
+                  'next', r.next, 'created', r.created, 'updated', now_text, 'snaps', r.snaps,
+                  'summary', r.summary, 'through', r.through}
   if r.run then fields[#fields + 1], fields[#fields + 2] = 'run', r.run end
   if expires ~= '' then fields[#fields + 1], fields[#fields + 2] = 'expires', expires end
   redis.call('HSET', META, unpack(fields))
@@ -152,21 +171,38 @@ if op == 'append' then
   return {'ok', row.version}
 elseif op == 'pop' then
   -- {depth, message}, false when empty, or {'corrupt', depth, what} (nothing popped:
-  -- a message that cannot be returned stays).
-  if not row or row.depth == row.base then return false end
-  local link, parent, depth, id = redis.call('HGET', LINKS, row.head), nil, nil, nil
+  -- a message that cannot be returned stays). With nothing after the summary, the
+  -- pop undoes the summary (the previous one is back) and returns it.
+  if not row then return false end
+  local node, expect, undo = row.head, row.depth, row.depth <= floor_of(row)
+  if undo then
+    if not shows_summary(row) then return false end
+    node, expect = row.summary, row.through
+  end
+  local link, parent, depth, id = redis.call('HGET', LINKS, node), nil, nil, nil
   if link then parent, depth, id = parse_link(link) end
-  if depth ~= row.depth then return {'corrupt', row.depth, 'chain'} end
-  local message = redis.call('HGET', MSGS, row.head)
+  if depth ~= expect then return {'corrupt', expect, 'chain'} end
+  local message = redis.call('HGET', MSGS, node)
   if not message then return {'corrupt', depth, 'missing'} end
   local ok, envelope = pcall(cjson.decode, message)
   if not ok or type(envelope) ~= 'table' or envelope.v ~= 1 or type(envelope.m) ~= 'table' then
     return {'corrupt', depth, 'envelope'}
   end
   local head0, base0 = row.head, row.base
-  row.head, row.depth = parent, depth - 1
-  if row.run and parent < row.run then row.run = parent end
-  commit(row, 'pop', head0, base0, {message_id = id}, true)
+  if undo then
+    local through = 0
+    if parent ~= 0 then
+      local previous = redis.call('HGET', LINKS, parent)
+      if not previous then return {'corrupt', depth, 'missing'} end
+      _, through = parse_link(previous)
+    end
+    row.summary, row.through = parent, through
+    commit(row, 'pop', head0, base0, {summary_id = id}, true)
+  else
+    row.head, row.depth = parent, depth - 1
+    if row.run and parent < row.run then row.run = parent end
+    commit(row, 'pop', head0, base0, {message_id = id}, true)
+  end
   return {depth, message}
 elseif op == 'trim' then
   -- ARGV[6] messages to keep, ARGV[7] the operation's name (trim or clear).
@@ -194,19 +230,48 @@ elseif op == 'rollback' then
   target = cjson.decode(target)
   local head0, base0 = row.head, row.base
   row.head, row.base, row.depth = target[2], target[3], target[3] + target[5]
+  row.summary, row.through = target[8] or 0, target[9] or 0
   row.run = row.head
   commit(row, 'rollback', head0, base0, {to = name, saved = saved_name}, true)
   return {'ok', saved_name, saved}
 elseif op == 'fork' then
   -- Writes the new session: ARGV[6] source id, ARGV[7] snapshot name, ARGV[8] '1'
-  -- when the source had no such snapshot, then the (id, message) pairs to copy.
+  -- when the source had no such snapshot, ARGV[9..11] the summary's id, message and
+  -- through ('0': none), then the (id, message) pairs to copy.
   if row then return {'conflict'} end
   if ARGV[8] == '1' then return {'missing'} end
   row = start(nil)
-  add_nodes(row, 9)
+  add_nodes(row, 12)
+  if ARGV[11] ~= '0' then add_summary(row, ARGV[9], ARGV[10], tonumber(ARGV[11])) end
   local detail = {from = ARGV[6], at = cjson.null}
   if ARGV[7] ~= '' then detail.at = ARGV[7] end
   commit(row, 'fork', 0, 0, detail, true)
   return {'ok'}
+elseif op == 'summarize' then
+  -- ARGV[6] expected version, ARGV[7] the through id, ARGV[8] and ARGV[9] the summary's
+  -- id and message. Checks in the engine's order (Engine.summarize).
+  local stored = row and redis.call('HGET', IDS, ARGV[8])
+  if stored then
+    if tonumber(stored) == row.summary then return {'ok', row.version} end
+    return {'duplicate'}
+  end
+  local current = row and row.version or 0
+  if ARGV[6] ~= '' and tonumber(ARGV[6]) ~= current then return {'conflict', current} end
+  local target = row and redis.call('HGET', IDS, ARGV[7])
+  if not target then return {'unknown'} end
+  target = tonumber(target)
+  local at = redis.call('HGET', LINKS, target)
+  if not at then return {'corrupt', row.depth, 'missing'} end
+  local _, depth = parse_link(at)
+  if depth <= row.base or depth > row.depth then return {'hidden'} end
+  local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)
+  if not nodes then return {'corrupt', broken, 'chain'} end
+  if nodes[1] ~= target then return {'hidden'} end
+  if depth <= row.through then return {'summarized'} end
+  local folded = depth - floor_of(row)
+  add_summary(row, ARGV[8], ARGV[9], depth)
+  commit(row, 'summarize', row.head, row.base,
+         {summary_id = ARGV[8], through = ARGV[7], messages = folded}, true)
+  return {'ok', row.version}
 end
 return redis.error_reply('memvault: unknown write operation ' .. op)

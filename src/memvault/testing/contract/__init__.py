@@ -3,7 +3,8 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
-(snapshots and rollback), ``VersionsContract`` (``history(at_version=N)``),
+(snapshots and rollback), ``SummariesContract`` (summarize, the two views),
+``VersionsContract`` (``history(at_version=N)``),
 ``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
 ``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
 ``TtlContract``, ``FaultsContract`` (errors and retries) and ``ModelContract``
@@ -19,9 +20,10 @@ from memvault.testing.contract.corruption import CHAIN_DAMAGE, CorruptionContrac
 from memvault.testing.contract.durability import DurabilityContract
 from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
-from memvault.testing.contract.model import ModelContract
+from memvault.testing.contract.reference import ModelContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
+from memvault.testing.contract.summaries import SummariesContract
 from memvault.testing.contract.ttl import TtlContract
 from memvault.testing.contract.versions import VersionsContract
 from memvault.testing.contract.writes import WritesContract
@@ -31,6 +33,7 @@ class StoreContract(
     BasicsContract,
     WritesContract,
     SnapshotsContract,
+    SummariesContract,
     VersionsContract,
     SerializationContract,
     CorruptionContract,
@@ -67,6 +70,7 @@ __all__ = [
     "SerializationContract",
     "SnapshotsContract",
     "StoreContract",
+    "SummariesContract",
     "TtlContract",
     "VersionsContract",
     "WritesContract",

@@ -81,6 +81,7 @@ class VersionsContract(ContractBase):
 
     @pytest.mark.parametrize("bad", [-1, "1", 1.0, True, 2**63])
     def test_bad_at_version_is_rejected(self, store: Any, bad: Any) -> None:
-        """A negative or non-int version raises InvalidArgumentError before any I/O."""
+        """A negative, too large or non-int version raises InvalidArgumentError before
+        any I/O. Failing: the facade passed it on to the backend unchecked."""
         with pytest.raises(InvalidArgumentError, match="at_version"):
             store.session("s").history(at_version=bad)

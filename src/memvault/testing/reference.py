@@ -1,8 +1,8 @@
 """Model-based testing: any backend against the in-memory reference, step by step.
 
 A Hypothesis :class:`~hypothesis.stateful.RuleBasedStateMachine` applies the same
-random operations (append, batch append, idempotent retries, pop, trim, clear,
-snapshot, rollback, fork, delete, close-and-reopen) to the backend under test and
+random operations (append, batch append, idempotent retries, summarize, pop, trim,
+clear, snapshot, rollback, fork, delete, close-and-reopen) to the backend under test and
 to a ``memory://`` store, and after every step checks that both return the same
 results, raise the same errors and hold the same logical state
 (:func:`~memvault.testing.dump_state`: histories, snapshots, versions, event logs).
@@ -49,7 +49,7 @@ def _outcome(call: Callable[[], Any]) -> Any:
         return ("raised", type(exc).__name__)
     if isinstance(result, Snapshot):
         return (result.name, result.head, result.base, result.version, result.length,
-                result.auto)
+                result.auto, result.summary, result.through)
     if isinstance(result, (int, Message)) or result is None:
         return result
     return "a session handle"  # fork's result: Session, AsyncSession or its proxy
@@ -105,6 +105,25 @@ class StoreModel(RuleBasedStateMachine):
             batch = [*batch, Message.user("new")]
         sid = self._sid(slot)
         self.both(f"retry into {sid}", lambda st_: st_.session(sid).append(batch))
+
+    @rule(slot=_slots, pick=st.integers(0, 50), bogus=st.booleans(), again=st.booleans(),
+          expect=st.none() | st.integers(0, 6))
+    def summarize(self, slot: int, pick: int, bogus: bool, again: bool,
+                  expect: int | None) -> None:
+        """A summary through a message of the full view (or an unknown id), new or a
+        retry of an earlier one; appends may retry it later as a stored id."""
+        sid = self._sid(slot)
+        full = self.ref.session(sid).history(full=True)
+        through = "nope" if bogus or not full else full[pick % len(full)].id
+        summaries = [b[0] for b in self.batches if len(b) == 1 and b[0].role == "system"]
+        if again and summaries:
+            summary = summaries[pick % len(summaries)]
+        else:
+            summary = Message.system(f"summary {len(self.batches)}")
+            self.batches.append([summary])
+        self.both(f"summarize {sid} through {through} (expect_version={expect})",
+                  lambda st_: st_.session(sid).summarize(summary, through=through,
+                                                         expect_version=expect))
 
     @rule(slot=_slots)
     def pop(self, slot: int) -> None:

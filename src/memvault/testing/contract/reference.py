@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from memvault.testing.contract.base import ContractBase
-from memvault.testing.model import check_against_model
+from memvault.testing.reference import check_against_model
 
 
 class ModelContract(ContractBase):

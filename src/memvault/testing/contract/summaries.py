@@ -1,0 +1,169 @@
+"""Summaries: ``summarize(summary, through=id)``, the context and full views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memvault.errors import ConflictError, DuplicateMessageError, InvalidMessageError
+from memvault.messages import Message
+from memvault.testing.contract.base import ContractBase, texts, users
+
+
+def _summarized(store: Any, n: int = 6, through: int = 2) -> tuple[Any, list[Message]]:
+    """Session "s" with m0..m{n-1}, summarized by "S" through m{through}."""
+    s = store.session("s")
+    msgs = users(n)
+    s.append(msgs)
+    s.summarize(Message.system("S"), through=msgs[through].id)
+    return s, msgs
+
+
+class SummariesContract(ContractBase):
+    def test_summary_is_the_context_view(self, store: Any) -> None:
+        """history(): the summary, then the messages after its range; full=True: all
+        of them with the summary after its ``through``; info counts both; the version
+        bumps and the log records 'summarize'.
+        Failing: the summary pointer is not stored or not read."""
+        s, msgs = _summarized(store)
+        assert texts(s.history()) == ["S", "m3", "m4", "m5"]
+        assert texts(s.history(full=True)) == ["m0", "m1", "m2", "S", "m3", "m4", "m5"]
+        info = s.info()
+        assert (info.version, info.length, info.summarized) == (2, 4, 3)
+        event = s.log()[-1]
+        assert (event.op, event.version) == ("summarize", 2)
+        assert event.detail["through"] == msgs[2].id and event.detail["messages"] == 3
+
+    def test_history_last_around_the_summary(self, store: Any) -> None:
+        """history(last=N) counts the summary as the oldest message of the view.
+        Failing: last=N reads past the floor or drops the summary."""
+        s, _ = _summarized(store)
+        assert texts(s.history(last=2)) == ["m4", "m5"]
+        assert texts(s.history(last=3)) == ["m3", "m4", "m5"]
+        assert texts(s.history(last=4)) == ["S", "m3", "m4", "m5"]
+        assert texts(s.history(last=9)) == ["S", "m3", "m4", "m5"]
+        assert texts(s.history(last=3, full=True)) == ["m3", "m4", "m5"]
+
+    def test_appends_after_through_stay_after_the_summary(self, store: Any) -> None:
+        """Messages appended while the summary was being made are kept after it.
+        Failing: summarize moves the head or drops what landed after ``through``."""
+        s = store.session("s")
+        msgs = users(3)
+        s.append(msgs)
+        seen = s.history()  # the summarizer reads ...
+        s.append(users(2, "late"))  # ... another worker appends meanwhile
+        s.summarize(Message.system("S"), through=seen[-1].id)
+        assert texts(s.history()) == ["S", "late0", "late1"]
+
+    def test_second_summary_covers_the_first(self, store: Any) -> None:
+        """A newer summary replaces the older in the context view; the full view keeps
+        both where they were taken. Failing: the summary chain is lost."""
+        s, msgs = _summarized(store)
+        s.summarize(Message.system("T"), through=msgs[4].id)
+        assert texts(s.history()) == ["T", "m5"]
+        assert texts(s.history(full=True)) == ["m0", "m1", "m2", "S", "m3", "m4", "T", "m5"]
+        assert s.info().summarized == 5 and s.log()[-1].detail["messages"] == 2
+
+    def test_summarize_compare_and_set(self, store: Any) -> None:
+        """expect_version: ConflictError and nothing written when the session moved on.
+        Failing: the version check is missing or runs after the write."""
+        s = store.session("s")
+        msgs = users(3)
+        v = s.append(msgs)
+        s.append(users(1, "x"))
+        with pytest.raises(ConflictError):
+            s.summarize(Message.system("S"), through=msgs[1].id, expect_version=v)
+        assert s.info().version == 2 and s.info().summarized == 0
+        assert s.summarize(Message.system("S"), through=msgs[1].id, expect_version=2) == 3
+
+    def test_bad_through_writes_nothing(self, store: Any) -> None:
+        """An unknown, popped or already summarized ``through``, a summary on a
+        missing session or with a stored id: a clear error, nothing written.
+        Failing: summarize checks after writing, or not at all."""
+        with pytest.raises(InvalidMessageError):
+            store.session("nobody").summarize(Message.system("S"), through="nope")
+        assert store.session("nobody").info() is None
+        s, msgs = _summarized(store)
+        s.pop()
+        state = (s.info().version, texts(s.history(full=True)))
+        for through in ("nope", msgs[5].id, msgs[1].id, msgs[2].id):
+            with pytest.raises(InvalidMessageError):
+                s.summarize(Message.system("X"), through=through)
+        with pytest.raises(DuplicateMessageError):
+            s.summarize(msgs[0], through=msgs[4].id)
+        with pytest.raises(InvalidMessageError):
+            s.summarize(Message.system("X"), through="")
+        assert (s.info().version, texts(s.history(full=True))) == state
+
+    def test_summary_through_a_summary_is_refused(self, store: Any) -> None:
+        """A summary is not on the chain: it cannot be summarized through.
+        Failing: the chain check trusts the depth alone."""
+        s, _ = _summarized(store)
+        summary_id = s.history()[0].id
+        with pytest.raises(InvalidMessageError):
+            s.summarize(Message.system("X"), through=summary_id)
+
+    def test_summarize_retry_is_a_no_op(self, store: Any) -> None:
+        """Retrying the same summary (same id) returns the version, writes nothing.
+        Failing: retries after a lost reply raise or double the summary."""
+        s = store.session("s")
+        msgs = users(3)
+        s.append(msgs)
+        summary = Message.system("S")
+        v = s.summarize(summary, through=msgs[1].id)
+        assert s.summarize(summary, through=msgs[1].id) == v
+        assert s.append([summary]) == v  # a stored id: the append is a retry
+        assert len(s.log()) == 2
+
+    def test_rollback_undoes_and_restores_a_summary(self, store: Any) -> None:
+        """A snapshot holds the summary pointer: rolling back to before the summary
+        undoes it, rolling back the rollback brings it back.
+        Failing: snapshots do not save the summary pointer."""
+        s = store.session("s")
+        msgs = users(4)
+        s.append(msgs)
+        s.snapshot("before")
+        s.summarize(Message.system("S"), through=msgs[2].id)
+        saved = s.rollback("before")
+        assert texts(s.history()) == ["m0", "m1", "m2", "m3"] and s.info().summarized == 0
+        assert (saved.summary != 0, saved.through) == (True, 3)
+        s.rollback(saved.name)
+        assert texts(s.history()) == ["S", "m3"] and s.info().summarized == 3
+
+    def test_pop_trim_clear_with_a_summary(self, store: Any) -> None:
+        """pop hides messages after the summary, then undoes the summary; a trim past
+        ``through`` hides the summary with its range; clear hides everything.
+        Failing: pop or trim ignore the summary pointer."""
+        s, msgs = _summarized(store, n=4)
+        assert s.pop().content == "m3"
+        assert s.pop().content == "S"
+        assert texts(s.history()) == ["m0", "m1", "m2"]
+        assert s.log()[-1].detail["summary_id"] == s.log()[-3].detail["summary_id"]
+        s.summarize(Message.system("S2"), through=msgs[1].id)
+        s.trim(keep_last=2)
+        assert texts(s.history()) == ["S2", "m2"] and s.info().summarized == 1
+        s.trim(keep_last=1)
+        assert texts(s.history()) == ["m2"] and s.info().summarized == 0
+        assert texts(s.history(full=True)) == ["m2"]
+        s.clear()
+        assert s.history() == [] and s.pop() is None
+
+    def test_fork_copies_the_context_summary(self, store: Any) -> None:
+        """fork copies the full view and the summary the context view starts with.
+        Failing: a forked session loses its summary or its originals."""
+        s, _ = _summarized(store)
+        s.snapshot("cp")
+        s.append(users(1, "x"))
+        f = s.fork("f", at="cp")
+        assert texts(f.history()) == ["S", "m3", "m4", "m5"]
+        assert texts(f.history(full=True)) == ["m0", "m1", "m2", "S", "m3", "m4", "m5"]
+        assert f.info().summarized == 3
+
+    def test_compact_keeps_summarized_originals(self, store: Any) -> None:
+        """The originals under a summary are not garbage, and neither is the summary.
+        Failing: compact walks the context view instead of the full one."""
+        s, _ = _summarized(store)
+        store.compact(keep_events=0)
+        assert texts(s.history()) == ["S", "m3", "m4", "m5"]
+        assert texts(s.history(full=True)) == ["m0", "m1", "m2", "S", "m3", "m4", "m5"]

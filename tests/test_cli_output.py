@@ -131,6 +131,19 @@ def test_show_marks_the_summary_and_all_shows_the_originals(tmp_path: Path) -> N
     assert [r.split()[0] for r in rows] == ["4", "5"]
 
 
+def test_search_prints_ranked_hits_with_positions(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        store.session("s").append([Message.user("red apple"), Message.user("green pear"),
+                                   Message.user("apple apple pie")])
+    rows = cli("--url", url, "search", "s", "apple").stdout.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["3", "1"]
+    lines = cli("--url", url, "search", "s", "pear", "--json").stdout.splitlines()
+    assert [json.loads(x)["position"] for x in lines] == [2]
+    bad = cli("--url", url, "search", "s", "?!")
+    assert bad.exit_code == 1 and "no word" in bad.stderr
+
+
 def test_long_content_is_cut_unless_full(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/x.db"
     big = "x" * (4 * 1024 * 1024 - 200)

@@ -25,6 +25,7 @@ from memvault.errors import (
 )
 from memvault.messages import Message, ToolCall
 from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot
+from memvault.search import Hit
 from memvault.store import Session, Store, open
 
 __version__ = "0.1.0"
@@ -40,6 +41,7 @@ __all__ = [
     "CorruptRecordError",
     "DuplicateMessageError",
     "Event",
+    "Hit",
     "InvalidArgumentError",
     "InvalidMessageError",
     "Limits",

@@ -13,6 +13,7 @@ from typing import Any
 from memvault.backends.base import AsyncBackend
 from memvault.messages import Message, MessageLike
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
+from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
 
@@ -90,6 +91,10 @@ class AsyncSession:
     async def log(self) -> list[Event]:
         return await self._backend.log(self.id, self._opts.now())
 
+    async def search(self, query: str, k: int = 10) -> list[Hit]:
+        terms, k = check_query(query, k)
+        return rank(terms, [(self.id, await self.history(full=True))], k)
+
     async def delete(self) -> bool:
         return await self._backend.delete(self.id, self._opts.now())
 
@@ -110,6 +115,12 @@ class AsyncStore:
 
     async def sessions(self) -> list[str]:
         return await self.backend.sessions(self.options.now())
+
+    async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
+                     ) -> list[Hit]:
+        terms, k = check_query(query, k)
+        ids = await self.sessions() if sessions is None else check_sessions(sessions)
+        return rank(terms, [(sid, await self.session(sid).history(full=True)) for sid in ids], k)
 
     async def compact(self, keep_events: int | None = None) -> CompactStats:
         if keep_events is not None:

@@ -305,6 +305,26 @@ def show(
 
 
 @app.command()
+def search(
+    session: SessionArg,
+    query: Annotated[str, typer.Argument(help="The words to look for.")],
+    k: Annotated[int, typer.Option("--k", min=0, help="At most this many hits.")] = 10,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+) -> None:
+    """Search a session's full view (summaries too): best first, BM25 over its words."""
+    with opened(url, read_only=True) as store:
+        hits = existing(store, session).search(query, k=k)
+        if as_json:
+            emit(json_line({"position": h.position, "score": round(h.score, 4),
+                            "message": h.message.model_dump(mode="json")}) for h in hits)
+        else:
+            emit(columns(["#", "score", "role", "content"],
+                         ([str(h.position), f"{h.score:.2f}", h.message.role,
+                           render_message(h.message, full=False)] for h in hits)))
+
+
+@app.command()
 def log(session: SessionArg, as_json: JsonOption = False, url: UrlOption = None) -> None:
     """Print a session's operation log: who changed what, and when."""
     with opened(url, read_only=True) as store:

@@ -34,6 +34,7 @@ from memvault.model import (
     check_count,
     check_seconds,
 )
+from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.urls import open_backend, redact, resolve
 
 _HOST = socket.gethostname()
@@ -317,6 +318,12 @@ class Session:
         """The operation log, oldest first: who changed what, and when."""
         return self._backend.log(self.id, self._opts.now())
 
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        """The ``k`` messages of the full view (summaries included) that best match
+        ``query``, best first (BM25 over their words; see :mod:`memvault.search`)."""
+        terms, k = check_query(query, k)
+        return rank(terms, [(self.id, self.history(full=True))], k)
+
     def delete(self) -> bool:
         """Physically remove every message, snapshot and event of the session.
 
@@ -347,6 +354,14 @@ class Store:
     def sessions(self) -> list[str]:
         """Ids of the live (unexpired) sessions, sorted."""
         return self.backend.sessions(self.options.now())
+
+    def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
+               ) -> list[Hit]:
+        """:meth:`Session.search` across ``sessions`` (default: every live one), ranked
+        together."""
+        terms, k = check_query(query, k)
+        ids = self.sessions() if sessions is None else check_sessions(sessions)
+        return rank(terms, ((sid, self.session(sid).history(full=True)) for sid in ids), k)
 
     def compact(self, keep_events: int | None = None) -> CompactStats:
         """Delete expired sessions, events beyond the newest ``keep_events`` per

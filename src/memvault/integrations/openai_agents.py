@@ -49,7 +49,7 @@ like the SDK's sessions do); ``None`` reads everything, ``N > 0`` the newest N
 items oldest first, ``0`` nothing, a negative limit everything. A limited read never
 returns a tool output (``function_call_output`` and the other ``*_output`` items)
 whose call fell outside the window: such outputs are left out, so the model is
-never sent an answer without its question (SDK issue 4322).
+never sent an answer without its question (openai/openai-agents-python#4322).
 
 Compaction. ``MemvaultSession`` is also an ``OpenAIResponsesCompactionAwareSession``:
 :meth:`~MemvaultSession.run_compaction` sends the context view to

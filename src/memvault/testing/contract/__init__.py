@@ -3,7 +3,7 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
-(snapshots and rollback), ``SummariesContract`` (summarize, the two views),
+(snapshots and rollback), ``SummariesContract`` (summarize, the two views), ``SearchContract``,
 ``VersionsContract`` (``history(at_version=N)``),
 ``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
 ``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
@@ -21,6 +21,7 @@ from memvault.testing.contract.durability import DurabilityContract
 from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
 from memvault.testing.contract.reference import ModelContract
+from memvault.testing.contract.search import SearchContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.summaries import SummariesContract
@@ -34,6 +35,7 @@ class StoreContract(
     WritesContract,
     SnapshotsContract,
     SummariesContract,
+    SearchContract,
     VersionsContract,
     SerializationContract,
     CorruptionContract,
@@ -67,6 +69,7 @@ __all__ = [
     "FaultsContract",
     "InputsContract",
     "ModelContract",
+    "SearchContract",
     "SerializationContract",
     "SnapshotsContract",
     "StoreContract",

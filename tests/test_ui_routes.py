@@ -75,7 +75,8 @@ def test_timeline_shows_events_roles_tools_and_hidden_messages(store: memvault.S
                         (4, "rollback"), (5, "append"), (6, "pop"), (7, "trim")]:
         assert re.search(rf'<span class="ver">v{version}</span> <span class="op">{op}</span>',
                          html), (version, op)
-    assert html.index(">v3<") < html.index(">v4<") < html.index(">v7<")
+    ver = '<span class="ver">v{}</span>'.format
+    assert html.index(ver(3)) < html.index(ver(4)) < html.index(ver(7))
     assert 'class="msg role-tool"' in html and 'class="msg role-assistant"' in html
     anchor = "call-" + b"call_1".hex()
     assert f'id="{anchor}"' in html and f'href="#{anchor}"' in html
@@ -320,3 +321,19 @@ def test_a_fork_shows_what_it_copied_then_its_own_turns(store: memvault.Store) -
     fork = html[html.index('<span class="op">fork</span>'):html.index(">v2<")]
     assert "copied 1" in fork and "copied 2" in fork
     assert "own" in html[html.index(">v2<"):]
+
+
+def test_summaries_show_their_range_and_summarized_messages_stay_visible(
+        store: memvault.Store) -> None:
+    s = store.session("sum")
+    s.append([Message.user(f"turn {i}") for i in range(4)])
+    through = s.history()[1].id
+    s.summarize(Message.assistant("SUMMARY of turns 0-1"), through=through)
+    s.append([Message.user("after")])
+    html = client(store).get("/session?id=sum").text
+    assert re.findall(r'class="msg role-\w+ hidden"', html) == []  # summarizing hides nothing
+    summarized = re.findall(r'class="msg role-user summarized"', html)
+    assert len(summarized) == 2
+    start = html.index('<span class="op">summarize</span>')
+    event = html[start:html.index('<span class="ver">v3</span>')]
+    assert "SUMMARY of turns 0-1" in event and "2 messages" in event and through in event

@@ -159,6 +159,19 @@ def message_missing(session_id: str, depth: int) -> CorruptRecordError:
     return CorruptRecordError(session_id, depth, "the message is missing")
 
 
+def broken_chain(session_id: str, depth: int) -> CorruptRecordError:
+    """A walk of a chain found no node at ``depth`` one level below the last (a node
+    missing, its own parent, or linked into another branch)."""
+    return CorruptRecordError(
+        session_id, depth,
+        "the chain is broken here (a message is missing or linked to the wrong parent)")
+
+
+def not_an_envelope(session_id: str, depth: int) -> CorruptRecordError:
+    """A stored body that is not a memvault envelope (found by a server-side check)."""
+    return CorruptRecordError(session_id, depth, "not a memvault envelope")
+
+
 __all__ = [
     "BackendError",
     "BackendUnavailableError",

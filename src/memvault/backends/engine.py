@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 from memvault.backends.base import Stored, Write
 from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
     CorruptRecordError,
+    broken_chain,
     duplicate_ids,
     hidden_through,
     message_missing,
@@ -31,7 +32,6 @@ from memvault.errors import (  # the texts every backend shares: redis_ops impor
 from memvault.messages import Record, decode_message
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
 
-BROKEN_CHAIN = "the chain is broken here (a message is missing or linked to the wrong parent)"
 T = TypeVar("T")
 
 
@@ -46,9 +46,9 @@ def check_chain(session_id: str, depths: Sequence[int], top: int, count: int) ->
     """
     for k, depth in enumerate(depths):
         if depth != top - k:
-            raise CorruptRecordError(session_id, top - k, BROKEN_CHAIN)
+            raise broken_chain(session_id, top - k)
     if len(depths) != count:
-        raise CorruptRecordError(session_id, top - len(depths), BROKEN_CHAIN)
+        raise broken_chain(session_id, top - len(depths))
 
 
 def decoded(session_id: str, what: str, parse: Callable[[], T]) -> T:
@@ -600,7 +600,7 @@ def _reachable(session_id: str, links: dict[int, tuple[int, int]],
         node, depth = head, links[head][1]
         while depth > base:
             if node not in links or links[node][1] != depth:
-                raise CorruptRecordError(session_id, depth, BROKEN_CHAIN)
+                raise broken_chain(session_id, depth)
             keep.add(node)
             node, depth = links[node][0], depth - 1
     return keep

@@ -26,7 +26,6 @@ from memvault.backends.postgres_migrations import quote
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
-    CorruptRecordError,
     MemvaultError,
     OutcomeUnknownError,
 )
@@ -83,9 +82,9 @@ def _damage(session_id: str, refuse: Refuse = _no_refusals) -> Refuse:
     CorruptRecordError naming ``session_id``."""
     def check(state: str, detail: str) -> MemvaultError | None:
         if state == BROKEN_CHAIN:
-            return CorruptRecordError(session_id, int(detail), engine.BROKEN_CHAIN)
+            return errors.broken_chain(session_id, int(detail))
         if state == NOT_ENVELOPE:
-            return CorruptRecordError(session_id, int(detail), "not a memvault envelope")
+            return errors.not_an_envelope(session_id, int(detail))
         return refuse(state, detail)
 
     return check

@@ -23,12 +23,15 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import BROKEN_CHAIN, decoded
+from memvault.backends.engine import decoded
 from memvault.errors import (
     ConfigurationError,
     CorruptRecordError,
+    broken_chain,
     duplicate_ids,
     hidden_through,
+    message_missing,
+    not_an_envelope,
     session_exists,
     snapshot_exists,
     snapshot_missing,
@@ -189,20 +192,19 @@ def _event(session_id: str, index: int, value: bytes) -> Event:
 
 
 # What a script's {'corrupt', depth, what} reply found.
-_DAMAGE = {b"chain": BROKEN_CHAIN, b"missing": "the message is missing",
-           b"envelope": "not a memvault envelope"}
+_DAMAGE = {b"chain": broken_chain, b"missing": message_missing, b"envelope": not_an_envelope}
 
 
 def _corrupt(session_id: str, reply: Any) -> CorruptRecordError | None:
     """The error a script reported as ``{'corrupt', depth, what}``, if it did."""
     if isinstance(reply, list) and reply and reply[0] == b"corrupt":
-        return CorruptRecordError(session_id, int(reply[1]), _DAMAGE[reply[2]])
+        return _DAMAGE[reply[2]](session_id, int(reply[1]))
     return None
 
 
 def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
     if body is None:
-        raise CorruptRecordError(session_id, depth, "the message is missing")
+        raise message_missing(session_id, depth)
     try:
         return depth, body.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -56,7 +56,8 @@ def timeline_lines(sid: str, t: Timeline, render: Callable[[Message], str], *,
 def _message_line(item: Item, render: Callable[[Message], str]) -> Text:
     m = item.message
     line = Text.assemble("      ", (f"{m.role:<9}", ROLE_STYLES.get(m.role, "bold")), "  ",
-                         render(m), "" if item.visible else "  [hidden]")
+                         render(m), "" if item.visible else "  [hidden]",
+                         "  [summarized]" if item.summarized else "")
     if m.tool_call_id:
         line.append(f"  ← result of {shown(m.tool_call_id)}", "dim")
     for call in m.tool_calls or []:
@@ -76,9 +77,11 @@ def _event_line(entry: Entry) -> Text:
         "clear": f"hid {plural(int(d.get('hidden', 0)), 'message')}",
         "snapshot": f"snapshot {d.get('name')!r}",
         "rollback": f"to {d.get('to')!r}, saved {d.get('saved')!r}",
+        "summarize": f"summarized {plural(int(d.get('messages', 0)), 'message')} through "
+                     f"{d.get('through')!r}",
         "fork": f"from {d.get('from')!r}" + (f" at {d.get('at')!r}" if d.get("at") else ""),
     }.get(e.op, "")
-    marker = "yellow" if e.op in ("snapshot", "rollback") else \
+    marker = "yellow" if e.op in ("snapshot", "rollback", "summarize") else \
         "red" if e.op in ("pop", "trim", "clear") else "cyan"
     return Text.assemble((f"v{e.version:<4}", "bold"), (f"{e.op:<9}", marker),
                          shown(what), "  ", (shown(e.writer), "dim"), "  ",

@@ -88,12 +88,21 @@ def _sort_key(info: SessionInfo, sort: str) -> Any:
             "updated": info.updated_at.timestamp()}[sort]
 
 
+@dataclass(frozen=True)
+class Visible:
+    """Message ids visible now (full view), and those of them a summary stands for."""
+
+    ids: set[str]
+    summarized: set[str]
+
+
 @dataclass
 class Item:
     """One message of the timeline, as it was added, and whether it is visible now."""
 
     message: Message
     visible: bool
+    summarized: bool = False  # visible, and stood for by a summary in the context view
     arguments: dict[str, str] = field(default_factory=dict)  # tool call id -> pretty JSON
     content: str = ""
 
@@ -133,10 +142,11 @@ def timeline(store: memvault.Store, session_id: str, before: int | None = None) 
     end = len(events) if before is None else sum(1 for e in events if e.version < before)
     start = _start(events, end)
     page = events[start:end]
-    visible = _visible_ids(s, info, events[start:])
+    visible = _visible_ids(s, events[start:])
     entries = [Entry(e, []) for e in page]
     for run in _runs(entries):
         _fill(s, run, visible, info.version)
+    _summaries(s, [e for e in entries if e.event.op == "summarize"])
     newer = None
     if end < len(events):  # the newest page whose window still reaches this one's end
         reach = end + 1  # _start grows with its end: stop at the first that starts later
@@ -158,8 +168,9 @@ def _before_log(s: memvault.Session, info: SessionInfo,
     starts from (its newest ``PAGE_MESSAGES``), each marked visible or not now."""
     if not events:
         what = "all events were dropped by compact(keep_events=...); the current history"
-        messages = s.history(last=PAGE_MESSAGES)
-        return what, [_item(m, True) for m in messages], info.length - len(messages)
+        messages = s.history(last=PAGE_MESSAGES, full=True)
+        every = Visible({m.id for m in messages}, set())
+        return what, [_item(m, every) for m in messages], info.length - len(messages)
     first = events[0]
     added = _added(first)
     what = (f"events before version {first.version} were dropped by compact(keep_events=...); "
@@ -171,8 +182,9 @@ def _before_log(s: memvault.Session, info: SessionInfo,
     except VersionNotFoundError as exc:  # compacted meanwhile
         return str(exc), [], 0
     messages = messages[:len(messages) - added] if added else messages
-    visible = {m.id for m in s.history()}
-    return what, [_item(m, m.id in visible) for m in messages], max(0, whole - len(messages))
+    full = {m.id for m in s.history(full=True)}
+    visible = Visible(full, full - {m.id for m in s.history()})
+    return what, [_item(m, visible) for m in messages], max(0, whole - len(messages))
 
 
 def _start(events: list[Event], end: int) -> int:
@@ -192,24 +204,50 @@ def _added(event: Event) -> int:
     return int(event.detail.get("messages", 0)) if event.op == "append" else 0
 
 
-def _visible_ids(s: memvault.Session, info: SessionInfo, since: list[Event]) -> set[str]:
-    """Ids of the visible messages among those added by ``since`` and later."""
-    added = sum(_added(e) for e in since) + sum(info.length for e in since if e.op == "fork")
-    return {m.id for m in s.history(last=min(info.length, added))} if added else set()
+def _visible_ids(s: memvault.Session, since: list[Event]) -> Visible:
+    """Which of the messages added by ``since`` and later are visible now (full view),
+    and which of those a summary stands for (absent from the context view)."""
+    # The full view also holds each summary right after the message it was taken
+    # through: those of summarize events since then sit among the newest messages.
+    added = sum(_added(e) for e in since) + sum(1 for e in since if e.op in ("fork",
+                                                                               "summarize"))
+    if not added:
+        return Visible(set(), set())
+    if any(e.op == "fork" for e in since):
+        added = max(added, len(s.history(full=True)))
+    full = {m.id for m in s.history(last=added, full=True)}
+    return Visible(full, full - {m.id for m in s.history(last=added)})
+
+
+def _summaries(s: memvault.Session, entries: list[Entry]) -> None:
+    """Each summarize entry gets its summary message (read from the full view)."""
+    if not entries:
+        return
+    by_id = {m.id: m for m in s.history(full=True)}
+    for entry in entries:
+        summary = by_id.get(str(entry.event.detail.get("summary_id")))
+        if summary is None:
+            entry.note = "this summary is no longer in the visible history"
+        else:
+            entry.items = [_item(summary, Visible({summary.id}, set()))]
 
 
 def _runs(entries: list[Entry]) -> list[list[Entry]]:
-    """Consecutive appends, each one's head after the previous one's: one read each."""
+    """Consecutive appends, each one's head after the previous one's: one read each.
+    Only snapshots (which change nothing) may stand between them."""
     runs: list[list[Entry]] = []
+    previous: Event | None = None
     for entry in entries:
         e = entry.event
-        if e.op not in ("append", "fork"):
+        if e.op == "snapshot":
             continue
-        previous = runs[-1][-1].event if runs else None
-        if previous and previous.op == e.op == "append" and previous.head_after == e.head_before:
-            runs[-1].append(entry)
-        else:
-            runs.append([entry])
+        if e.op in ("append", "fork"):
+            if previous is not None and previous.op == e.op == "append" \
+                    and previous.head_after == e.head_before:
+                runs[-1].append(entry)
+            else:
+                runs.append([entry])
+        previous = e
     return runs
 
 
@@ -217,14 +255,14 @@ def _at(s: memvault.Session, version: int, last: int, current: int) -> list[Mess
     """``history(last=, at_version=version)``; at the current version, the plain read
     (no second log read), kept only if the version did not move meanwhile."""
     if version == current:
-        messages = s.history(last=last)
+        messages = s.history(last=last, full=True)
         info = s.info()
         if info is not None and info.version == current:
             return messages
     return s.history(last=last, at_version=version)
 
 
-def _fill(s: memvault.Session, run: list[Entry], visible: set[str], current: int) -> None:
+def _fill(s: memvault.Session, run: list[Entry], visible: Visible, current: int) -> None:
     """Read the messages a run of entries added, newest ``PAGE_MESSAGES`` at most."""
     last = run[-1].event
     wanted = [_added(x.event) for x in run] if last.op == "append" else [None]
@@ -236,22 +274,22 @@ def _fill(s: memvault.Session, run: list[Entry], visible: set[str], current: int
         run[-1].note = str(exc)
         return
     if total is None:  # a fork: the whole copied history
-        run[0].items = [_item(m, m.id in visible) for m in messages]
+        run[0].items = [_item(m, visible) for m in messages]
         return
     skipped = total - len(messages)
     for entry, n in zip(run, wanted, strict=True):
         n = n or 0
         shown = max(0, n - skipped)
         entry.more, skipped = n - shown, max(0, skipped - n)
-        entry.items = [_item(m, m.id in visible) for m in messages[:shown]]
+        entry.items = [_item(m, visible) for m in messages[:shown]]
         messages = messages[shown:]
 
 
-def _item(m: Message, visible: bool) -> Item:
+def _item(m: Message, visible: Visible) -> Item:
     args = {c.id: _pretty(c.arguments) for c in m.tool_calls or []}
     content = m.content if isinstance(m.content, str) or m.content is None else \
         json.dumps(m.content, ensure_ascii=False, indent=2)
-    return Item(m, visible, args, content or "")
+    return Item(m, m.id in visible.ids, m.id in visible.summarized, args, content or "")
 
 
 def _pretty(arguments: str) -> str:
@@ -288,6 +326,7 @@ def diff(store: memvault.Store, session_id: str, a: str, b: str) -> Diff:
     s = store.session(session_id)
     old, new = resolve(s, a), resolve(s, b)
     old_ids, new_ids = {m.id for m in old}, {m.id for m in new}
-    return Diff(a, b, [_item(m, True) for m in new if m.id not in old_ids],
-                [_item(m, False) for m in old if m.id not in new_ids],
+    shown, gone = Visible(new_ids, set()), Visible(set(), set())
+    return Diff(a, b, [_item(m, shown) for m in new if m.id not in old_ids],
+                [_item(m, gone) for m in old if m.id not in new_ids],
                 len(old_ids & new_ids))

@@ -17,6 +17,7 @@ import pytest
 import memvault
 import memvault.store
 from memvault import Message
+from memvault.backends.sqlite import SCHEMA_VERSION
 from memvault.model import utc
 
 
@@ -320,7 +321,8 @@ def test_sqlite_refuses_what_it_cannot_open(tmp_path: Path) -> None:
     with sqlite3.connect(newer) as db:
         db.execute("PRAGMA user_version = 99")
     with pytest.raises(memvault.ConfigurationError,
-                       match=r"by a newer memvault \(schema 99; this version reads up to 1"):
+                       match=r"by a newer memvault \(schema 99; this version reads up to "
+                             rf"{SCHEMA_VERSION}\)"):
         memvault.open(f"sqlite:///{newer}")
 
 

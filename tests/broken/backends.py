@@ -1,6 +1,6 @@
 """Deliberately broken backends: each reproduces a bug memvault exists to end.
 
-The contract suite must fail every one of them (tests/test_known_bugs.py). They are
+The contract suite must fail every one of them (tests/toolkit/test_known_bugs.py). They are
 built on the real backends and change only the one thing that makes them wrong.
 """
 

@@ -1,7 +1,7 @@
 """The contract suite pointed at each broken backend, as a third party would.
 
 Not collected by the default run (the name does not start with ``test_``):
-tests/test_known_bugs.py runs it in a subprocess and asserts that it fails.
+tests/toolkit/test_known_bugs.py runs it in a subprocess and asserts that it fails.
 """
 
 from __future__ import annotations

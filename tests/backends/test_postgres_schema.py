@@ -82,7 +82,7 @@ def test_async_face_refuses_a_newer_schema_on_first_use(schema: str) -> None:
 
 # The migrations as released before the functions moved to functions.sql: each
 # version's files created and replaced its functions themselves.
-HISTORY = Path(__file__).parent / "data" / "postgres_history"
+HISTORY = Path(__file__).parents[1] / "data" / "postgres_history"
 
 
 def as_released(schema: str, version: int, monkeypatch: pytest.MonkeyPatch) -> None:

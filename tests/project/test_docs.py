@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 DOC = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
 
 

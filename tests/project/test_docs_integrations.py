@@ -20,7 +20,7 @@ from agents.tracing import get_trace_provider
 
 from tests.support.agents_fakes import ScriptedModel, say
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", DOC.read_text(encoding="utf-8"), re.M | re.S)
 
 

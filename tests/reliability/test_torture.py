@@ -25,7 +25,7 @@ from memvault.checks.opener import Opener
 from memvault.torture import Settings, audit_history, audit_records, run_torture
 from tests.support.broken import LosingBackend, SnapshotWipingBackend, TearingBackend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 Records = list[dict[str, Any]]

@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-SRC = Path(__file__).parents[1] / "src"
+SRC = Path(__file__).parents[2] / "src"
 PACKAGE = SRC / "memvault"
 
 # What a backend module may import from memvault besides memvault.backends itself:

@@ -3,8 +3,8 @@ build; damaged files refused with their line number. Through the real CLI."""
 
 from __future__ import annotations
 
-import itertools
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,8 @@ import memvault
 from memvault import BackendUnavailableError, Message, SnapshotExistsError
 from memvault.cli import app
 from memvault.transfer import export_sessions, import_sessions
+from tests.cli.test_transfer import contents
 from tests.support.backends import BACKENDS
-from tests.test_transfer import contents
 
 
 def cli(*args: str) -> Result:
@@ -202,7 +202,6 @@ def test_any_history_imports_back(ops: list[tuple[str, Any]]) -> None:
 
 
 IDS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=20)
-EXAMPLES = itertools.count()
 TEXTS = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 
 
@@ -213,8 +212,7 @@ def test_any_text_and_id_round_trip_through_the_cli(url: str, tmp_path: Path, si
                                                      text: str) -> None:
     """On every backend two processes share: `show --json` gives every message back
     exactly, and so do export then import (into a fresh SQLite file)."""
-    folder = tmp_path / str(next(EXAMPLES))
-    folder.mkdir()
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example, never reused
     dst = f"sqlite:///{folder}/b.db"
     original = Message.user(text, metadata={"k": text})
     with memvault.open(url) as store:

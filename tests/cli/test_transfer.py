@@ -13,7 +13,7 @@ from memvault import ConflictError, InvalidMessageError, Message
 from memvault.transfer import export_session, export_sessions, import_sessions
 from tests.data.make_baseline import run as baseline_flow
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def contents(store: Any) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def test_export_of_a_missing_session_is_empty() -> None:
         assert list(export_session(store, "nobody")) == []
 
 
-@pytest.mark.memvault_seed("data/baseline.jsonl")
+@pytest.mark.memvault_seed("../data/baseline.jsonl")
 def test_seeded_from_jsonl_starts_with_history_and_snapshots(seeded_store: Any) -> None:
     s = seeded_store.session("user-42")
     assert [m.id for m in s.history()] == ["sys", "u1", "a1", "t1", "a3"]
@@ -111,12 +111,12 @@ def test_seeded_from_jsonl_starts_with_history_and_snapshots(seeded_store: Any) 
     s.append([Message.user("changed in this test only")])
 
 
-@pytest.mark.memvault_seed("data/baseline.jsonl")
+@pytest.mark.memvault_seed("../data/baseline.jsonl")
 def test_each_test_gets_its_own_copy(seeded_store: Any) -> None:
     assert len(seeded_store.session("user-42").history()) == 5  # the test above changed its own
 
 
-@pytest.mark.memvault_seed("data/baseline.sqlite")
+@pytest.mark.memvault_seed("../data/baseline.sqlite")
 def test_seeded_from_sqlite_keeps_the_baseline_file_unchanged(seeded_store: Any) -> None:
     digest = hashlib.sha256((DATA / "baseline.sqlite").read_bytes()).hexdigest()
     s = seeded_store.session("user-42")
@@ -130,7 +130,7 @@ def test_seeded_from_sqlite_keeps_the_baseline_file_unchanged(seeded_store: Any)
     assert not (DATA / "baseline.sqlite-wal").exists()
 
 
-@pytest.mark.memvault_seed("data/baseline.sqlite")
+@pytest.mark.memvault_seed("../data/baseline.sqlite")
 def test_sqlite_and_jsonl_seeds_hold_the_same_conversations(seeded_store: Any,
                                                             tmp_path: Path) -> None:
     with memvault.open(f"sqlite:///{tmp_path}/j.db") as from_jsonl:

@@ -39,7 +39,7 @@ def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None
     """A file written before summaries (schema 1) is upgraded in place: its
     histories and snapshots read as before, and its sessions can be summarized."""
     path = tmp_path / "old.db"
-    shutil.copy(Path(__file__).parent / "data" / "baseline.sqlite", path)
+    shutil.copy(Path(__file__).parents[1] / "data" / "baseline.sqlite", path)
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 1
     with memvault.open(f"sqlite:///{path}") as store:

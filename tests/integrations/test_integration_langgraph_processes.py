@@ -52,7 +52,7 @@ TURNS = 12
 def test_two_processes_resuming_one_thread_lose_no_checkpoint(
         backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     any_store_url = BACKENDS[backend](request, tmp_path)
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     workers = [subprocess.Popen([sys.executable, "-c", WORKER, any_store_url, name, str(TURNS),
                                  str(tmp_path / f"{name}.json")], cwd=root)
                for name in ("alpha", "beta")]

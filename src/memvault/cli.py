@@ -217,24 +217,29 @@ def demo(url: UrlOption = None) -> None:
     with opened(url) as store:
         if store.session(demo_module.SESSION).delete():
             say(f"replaced the session {demo_module.SESSION!r} left by an earlier demo")
-    say(f"memvault demo on {redact(url)}, session {demo_module.SESSION!r}\n")
+    say(f"memvault demo on {redact(url)}, session {demo_module.SESSION!r}")
+    say("")
     say("1. process agent-1 answers a weather question with a tool call, "
         "then saves snapshot 'after-weather'")
     demo_module.run_in_process(demo_module.agent_one, url)
     say("2. process agent-2 gets a broken tool result (502), rolls back to "
         "'after-weather' and answers again")
     demo_module.run_in_process(demo_module.agent_two, url)
-    say("3. this process reads the store as a third process would\n")
+    say("3. this process reads the store as a third process would")
+    say("")
     with opened(url) as store:
         s = store.session(demo_module.SESSION)
         say("history: the broken tool result is gone")
         emit(history_lines(s.history(), 1, full=False))
-        say("\nsnapshots")
+        say("")
+        say("snapshots")
         emit(snapshot_lines(s))
-        say("\nevent log")
+        say("")
+        say("event log")
         emit(log_lines(s))
         undo = [x.name for x in s.snapshots() if x.auto]
-        say(f"\nNothing was deleted: the rolled-back turns are kept in {undo[0]!r}; "
+        say("")
+        say(f"Nothing was deleted: the rolled-back turns are kept in {undo[0]!r}; "
             f"undo with: memvault rollback {demo_module.SESSION} '{undo[0]}'")
 
 

@@ -28,6 +28,8 @@ def test_demo_on_the_default_file_runs_across_processes(tmp_path: Path) -> None:
     assert (tmp_path / "memvault.db").exists()
     assert "It is 24 °C and cloudy in Tokyo." in done.stdout
     assert "502 Bad Gateway" not in done.stdout.split("snapshots of")[0]
+    lines = done.stdout.splitlines()  # section breaks are blank lines, not escaped "\\n"
+    assert "\\n" not in done.stdout and {"snapshots", "event log"} <= set(lines)
     with memvault.open(f"sqlite:///{tmp_path}/memvault.db") as store:
         s = store.session("memvault-demo")
         writers = {e.writer.split(" ")[0] for e in s.log()}

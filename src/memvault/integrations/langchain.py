@@ -2,6 +2,8 @@
 
 >>> store = memvault.open("sqlite:///chat.db")                          # doctest: +SKIP
 >>> history = MemvaultChatMessageHistory("user-42", store=store)       # doctest: +SKIP
+>>> with MemvaultChatMessageHistory.from_conn_string("user-42", "sqlite:///chat.db") as h:
+...     h.add_messages([HumanMessage("Hi")])                            # doctest: +SKIP
 
 ``MemvaultChatMessageHistory`` implements langchain-core's
 ``BaseChatMessageHistory``: ``messages`` / ``add_messages`` / ``clear`` run on a
@@ -59,6 +61,7 @@ from memvault.integrations._common import (
     run_plan,
     text_of,
 )
+from memvault.integrations._opener import Opener, checked
 from memvault.messages import Message, ToolCall
 from memvault.store import Session, Store
 
@@ -103,15 +106,25 @@ class MemvaultChatMessageHistory(BaseChatMessageHistory):
     def __init__(self, session_id: str, *, store: Store | None = None,
                  async_store: AsyncStore | None = None) -> None:
         super().__init__()
-        if store is None and async_store is None:
-            raise ConfigurationError(
-                "give store= (a memvault.Store) for the sync methods, async_store= "
-                "(a memvault.AsyncStore) for the async ones, or both"
-            )
-        self._sync: Session | None = _face(store, Store, "store", session_id)
-        self._async: AsyncSession | None = _face(async_store, AsyncStore, "async_store",
-                                                 session_id)
-        self.session_id: str = (self._sync or self._async).id
+        store, async_store = checked(store, async_store)
+        self._sync: Session | None = None if store is None else store.session(session_id)
+        self._async: AsyncSession | None = (None if async_store is None
+                                            else async_store.session(session_id))
+        self.session_id: str = (self._sync or self._async).id  # type: ignore[union-attr]
+
+    @classmethod
+    def from_conn_string(cls, session_id: str, url: str | None = None,
+                         **options: Any) -> Opener[MemvaultChatMessageHistory]:
+        """A history on memvault URL ``url``, as a sync or async context manager.
+
+        ``with MemvaultChatMessageHistory.from_conn_string(id, url) as history``
+        opens a sync store, ``async with`` an async one; leaving the block closes
+        it. ``url`` None: ``$MEMVAULT_URL`` or ``sqlite:///memvault.db``. ``options``
+        are memvault's (``ttl=``, ``writer=``, ...). See
+        :mod:`memvault.integrations._opener`.
+        """
+        return Opener(lambda store, async_store: cls(session_id, store=store,
+                                                     async_store=async_store), url, options)
 
     def __repr__(self) -> str:
         return f"MemvaultChatMessageHistory({self.session_id!r})"
@@ -163,17 +176,6 @@ class MemvaultChatMessageHistory(BaseChatMessageHistory):
     async def aclear(self) -> None:
         """Hide every message (async store)."""
         await self.async_session.clear()
-
-
-def _face(store: Any, kind: type[Any], argument: str, session_id: str) -> Any:
-    """The session of ``store`` (a ``kind``, or None for a face not given)."""
-    if store is None:
-        return None
-    if not isinstance(store, kind):
-        raise ConfigurationError(
-            f"{argument} must be a memvault.{kind.__name__}, not {type(store).__name__}"
-        )
-    return store.session(session_id)
 
 
 def _batch(messages: Sequence[BaseMessage]) -> tuple[list[Message], bool]:

@@ -36,18 +36,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
-from memvault.aio import AsyncStore, open_async
+from memvault.aio import AsyncStore
 from memvault.errors import ConfigurationError
 from memvault.integrations._common import missing_extra
+from memvault.integrations._opener import Opener, checked
 from memvault.messages import Message
 from memvault.sansio import drive, drive_async
 from memvault.store import Store
-from memvault.store import open as open_store
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -166,14 +164,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
     def __init__(self, store: Store | None = None, *, async_store: AsyncStore | None = None,
                  serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
-        if store is None and async_store is None:
-            raise ConfigurationError("give store= (a memvault.Store) for the sync methods, "
-                                     "async_store= (a memvault.AsyncStore) for the async ones")
-        for value, kind, name in ((store, Store, "store"), (async_store, AsyncStore,
-                                                             "async_store")):
-            if value is not None and not isinstance(value, kind):
-                raise ConfigurationError(f"{name}= must be a memvault.{kind.__name__}, "
-                                         f"not {type(value).__name__}")
+        store, async_store = checked(store, async_store)
         self.store = store
         self.async_store = async_store
         self._cache: OrderedDict[tuple[str, str, str], dict[str, Stored]] = OrderedDict()
@@ -182,14 +173,15 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
 
     @classmethod
     def from_conn_string(cls, url: str, *, serde: SerializerProtocol | None = None,
-                         **options: Any) -> _Opener:
+                         **options: Any) -> Opener[MemvaultSaver]:
         """A saver on memvault URL ``url``, as a sync or async context manager.
 
         ``with MemvaultSaver.from_conn_string(url) as saver`` opens a sync store,
         ``async with`` an async one; leaving the block closes it. ``options`` are
-        memvault's (``ttl=``, ``writer=``, ...).
+        memvault's (``ttl=``, ``writer=``, ...). See :mod:`memvault.integrations._opener`.
         """
-        return _Opener(cls, url, serde, options)
+        return Opener(lambda store, async_store: cls(store, async_store=async_store,
+                                                     serde=serde), url, options)
 
     # -- the sans-I/O plans: every method below is one of these, run sync or async
 
@@ -413,32 +405,3 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
                                          ) -> Mapping[str, DeltaChannelHistory]:
         return await self._async(self._delta_plan(config, channels))  # type: ignore[no-any-return]
 
-
-class _Opener(AbstractContextManager[MemvaultSaver], AbstractAsyncContextManager[MemvaultSaver]):
-    """What ``from_conn_string`` returns: a sync and an async context manager."""
-
-    def __init__(self, cls: type[MemvaultSaver], url: str, serde: SerializerProtocol | None,
-                 options: dict[str, Any]) -> None:
-        self._cls, self._url, self._serde, self._options = cls, url, serde, options
-        self._store: Store | None = None
-        self._async_store: AsyncStore | None = None
-
-    def __enter__(self) -> MemvaultSaver:
-        self._store = open_store(self._url, **self._options)
-        return self._cls(self._store, serde=self._serde)
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-
-    async def __aenter__(self) -> MemvaultSaver:
-        self._async_store = open_async(self._url, **self._options)
-        return self._cls(async_store=self._async_store, serde=self._serde)
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        if self._async_store is not None:
-            await self._async_store.close()
-            self._async_store = None

@@ -79,8 +79,10 @@ from memvault.integrations._common import (
     missing_extra,
     text_of,
 )
+from memvault.integrations._opener import Opener, checked
 from memvault.messages import Message, ToolCall
 from memvault.model import Snapshot
+from memvault.store import Store
 
 try:
     from agents.items import TResponseInputItem
@@ -110,6 +112,8 @@ class MemvaultSession:
         store: a store URL (opened here, closed by :meth:`close`), an open
             :class:`memvault.AsyncStore` (shared, left open), or None for
             ``$MEMVAULT_URL`` / ``sqlite:///memvault.db``.
+        async_store: an open :class:`memvault.AsyncStore` (left open), the keyword
+            the other adapters take; give it or ``store``, not both.
         session_settings: the SDK's settings (or a dict of them); ``limit`` is the
             default for :meth:`get_items`.
         compaction_client: the ``AsyncOpenAI`` client :meth:`run_compaction` calls
@@ -132,12 +136,17 @@ class MemvaultSession:
         session_id: str,
         store: str | AsyncStore | None = None,
         *,
+        async_store: AsyncStore | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         compaction_client: Any = None,
         compaction_model: str = "gpt-4.1",
         should_trigger_compaction: Callable[[dict[str, Any]], bool] | None = None,
         **options: Any,
     ) -> None:
+        if async_store is not None:
+            if store is not None:
+                raise ConfigurationError("give store or async_store=, not both")
+            store = checked(None, async_store)[1]
         if isinstance(store, AsyncStore):
             if options:
                 raise ConfigurationError("options apply to a URL, not to an open store")
@@ -159,6 +168,26 @@ class MemvaultSession:
         self.compaction_model = compaction_model
         self.should_trigger_compaction = (
             should_trigger_compaction or default_should_trigger_compaction)
+
+    @classmethod
+    def from_conn_string(cls, session_id: str, url: str | None = None, *,
+                         session_settings: SessionSettings | dict[str, Any] | None = None,
+                         **options: Any) -> Opener[MemvaultSession]:
+        """A session on memvault URL ``url``, as an async context manager.
+
+        ``async with MemvaultSession.from_conn_string(id, url) as session`` opens an
+        async store and closes it on leaving (``with`` is refused: the SDK is
+        async). ``options`` are memvault's (``ttl=``, ``writer=``, ...); the
+        compaction settings are the constructor's. See
+        :mod:`memvault.integrations._opener`.
+        """
+        def build(store: Store | None, async_store: AsyncStore | None) -> MemvaultSession:
+            if async_store is None:
+                raise ConfigurationError("the Agents SDK is async: use `async with "
+                                         "MemvaultSession.from_conn_string(...)`")
+            return cls(session_id, async_store=async_store, session_settings=session_settings)
+
+        return Opener(build, url, options)
 
     def __repr__(self) -> str:
         return f"MemvaultSession({self.session_id!r}, {self._store!r})"

@@ -12,6 +12,7 @@ import multiprocessing
 import signal
 import sys
 from collections.abc import Callable
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 
 import memvault
@@ -85,17 +86,19 @@ def run_in_process(target: Callable[[str], None], url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_work, args=(target, url, send))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    resource_tracker.ensure_running()  # starting it unblocks SIGINT: start it first
     try:
-        proc.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C meanwhile lands now
-    send.close()
-    try:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            proc.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C meanwhile lands now
+        send.close()
         proc.join()
     except BaseException:
-        proc.terminate()
-        proc.join()
+        if proc.is_alive():
+            proc.terminate()
+            proc.join()
         raise
     if proc.exitcode != 0:
         why = receive.recv() if receive.poll() else f"exit code {proc.exitcode}"

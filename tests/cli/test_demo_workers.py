@@ -62,7 +62,7 @@ def test_ctrl_c_during_the_demo_is_one_line(tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 1, err
-        assert err == "error: interrupted\n"
+        assert err == "error: interrupted\n", err
 
 
 def test_a_failed_worker_is_one_line(tmp_path: Path) -> None:

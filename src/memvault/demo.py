@@ -9,9 +9,13 @@ store as a third process would and prints the timeline.
 from __future__ import annotations
 
 import multiprocessing
+import signal
+import sys
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 
 import memvault
+from memvault.errors import MemvaultError
 from memvault.messages import Message, ToolCall
 
 SESSION = "memvault-demo"
@@ -57,11 +61,42 @@ def agent_two(url: str) -> None:
         ])
 
 
+class DemoFailed(MemvaultError):
+    """A demo worker process failed; the message names it and its error."""
+
+
+def _work(target: Callable[[str], None], url: str, report: Connection) -> None:
+    """A worker's body: its error goes to the parent as one line, never a traceback."""
+    try:
+        target(url)
+    except Exception as exc:  # any failure: the parent reports it
+        report.send(f"{type(exc).__name__}: {exc}")
+        sys.exit(1)
+
+
 def run_in_process(target: Callable[[str], None], url: str) -> None:
-    """Run one agent in its own process; raise if it failed."""
+    """Run one agent in its own process; raise :class:`DemoFailed` if it failed.
+
+    The worker starts with SIGINT blocked (the mask is inherited through exec), so
+    Ctrl-C, which a terminal sends to the whole process group, interrupts only this
+    process: it stops the worker and raises ``KeyboardInterrupt`` (one line in the
+    CLI), and no worker prints a traceback, whatever it was doing.
+    """
     ctx = multiprocessing.get_context("spawn")
-    proc = ctx.Process(target=target, args=(url,))
-    proc.start()
-    proc.join()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_work, args=(target, url, send))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C meanwhile lands now
+    send.close()
+    try:
+        proc.join()
+    except BaseException:
+        proc.terminate()
+        proc.join()
+        raise
     if proc.exitcode != 0:
-        raise RuntimeError(f"demo worker {target.__name__} exited with code {proc.exitcode}")
+        why = receive.recv() if receive.poll() else f"exit code {proc.exitcode}"
+        raise DemoFailed(f"demo worker {target.__name__} failed: {why}")

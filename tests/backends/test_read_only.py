@@ -3,7 +3,9 @@ and never wait for the write lock; an already-migrated store opens without it.""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,3 +111,79 @@ def test_export_with_snapshots_writes_nothing(tmp_path: Path) -> None:
     assert '"type":"snapshot","name":"cp"' in done.stdout and '"content":"two"' in done.stdout
     with memvault.open(url) as store:
         assert store.sessions() == ["x"] and store.session("x").log() == log
+
+
+@contextmanager
+def immutable(*paths: Path) -> Iterator[None]:
+    """Make files and folders read-only even for root (the tests run as root, for whom
+    chmod restricts nothing): nothing in an immutable file changes, and nothing is
+    created in or removed from an immutable folder (``chattr +i``)."""
+    subprocess.run(["chattr", "+i", *map(str, paths)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+
+
+def filled(path: Path) -> str:
+    url = f"sqlite:///{path}"
+    with memvault.open(url) as store:
+        s = store.session("x")
+        s.append([Message.user("hello"), Message.assistant("hi")])
+        s.snapshot("cp")
+    return url
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def reads_work(url: str) -> None:
+    for args in READS:
+        done = cli("--url", url, *args)
+        assert done.exit_code == 0, (args, done.stderr)
+    assert "hello" in cli("--url", url, "show", "x").stdout
+    assert '"name":"cp"' in cli("--url", url, "export").stdout
+
+
+def test_a_read_only_file_can_be_read(tmp_path: Path) -> None:
+    url = filled(tmp_path / "x.db")
+    before = (tmp_path / "x.db").read_bytes()
+    with immutable(tmp_path / "x.db"):
+        reads_work(url)
+    assert (tmp_path / "x.db").read_bytes() == before
+
+
+def test_a_database_in_a_read_only_folder_can_be_read(tmp_path: Path) -> None:
+    """SQLite cannot create the -shm file a WAL database is read through: with no
+    write-ahead log left, the file is read as immutable."""
+    url = filled(tmp_path / "x.db")
+    before = contents(tmp_path)
+    assert list(before) == ["x.db"]
+    with immutable(tmp_path, tmp_path / "x.db"):
+        reads_work(url)
+    assert contents(tmp_path) == before
+
+
+def test_a_read_only_folder_with_unmerged_changes_is_a_clear_error(tmp_path: Path) -> None:
+    """A write-ahead log still holding changes cannot be read without a -shm file:
+    reading the file alone would show stale data, so it is refused, in one line."""
+    live = tmp_path / "live"
+    live.mkdir()
+    url = filled(live / "x.db")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    writer = sqlite3.connect(live / "x.db", isolation_level=None)
+    try:  # a writer that has not merged its log yet, copied as a crash leaves it
+        writer.execute("SELECT count(*) FROM sqlite_master")  # joins the log: kept open
+        with memvault.open(url) as store:
+            store.session("x").append([Message.user("unmerged")])
+        for name in ("x.db", "x.db-wal"):
+            shutil.copy(live / name, copy / name)
+    finally:
+        writer.close()
+    assert (copy / "x.db-wal").stat().st_size > 0
+    with immutable(copy):
+        for args in READS:
+            one_line_error(cli("--url", f"sqlite:///{copy}/x.db", *args), "x.db-wal",
+                           "read-only")

@@ -278,6 +278,7 @@ class SqliteBackend(Engine):
             raise ConfigurationError(f"no such store: {path!r} does not exist")
         self.path = path
         self._read_only = mode == "ro"
+        self._target = f"file:{quote(path)}?mode=ro" if self._read_only else path
         self._synchronous = durability.upper()
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
@@ -293,18 +294,45 @@ class SqliteBackend(Engine):
         if self._closed:
             raise BackendUnavailableError("the store is closed")
         try:
-            target, uri = (f"file:{quote(self.path)}?mode=ro", True) if self._read_only \
-                else (self.path, False)
-            db = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
-                                 timeout=self._busy_ms / 1000, uri=uri)
-            db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            db.execute(f"PRAGMA synchronous = {self._synchronous}")
+            try:
+                db = self._open(self._target)
+            except sqlite3.OperationalError as exc:
+                if not (self._read_only and exc.sqlite_errorcode == sqlite3.SQLITE_CANTOPEN):
+                    raise
+                self._target = self._immutable()
+                db = self._open(self._target)
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
             raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         with self._lock:
             self._all.append(db)
         self._local.db = db
         return db
+
+    def _open(self, target: str) -> sqlite3.Connection:
+        db = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
+                             timeout=self._busy_ms / 1000, uri=self._read_only)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            db.execute(f"PRAGMA synchronous = {self._synchronous}")  # reads the file
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+    def _immutable(self) -> str:
+        """The URI that reads a WAL database whose folder is read-only. SQLite reads
+        WAL through a ``-shm`` file it cannot create there; with no write-ahead log
+        left (a store closed cleanly merges and removes it), the file alone holds
+        everything, and is read as immutable (no locks, no ``-shm``). A log that still
+        holds changes would be ignored that way, so it is refused instead."""
+        wal = f"{self.path}-wal"
+        if os.path.exists(wal) and os.path.getsize(wal) > 0:
+            raise ConfigurationError(
+                f"cannot read {self.path!r} read-only: its folder is read-only and "
+                f"{os.path.basename(wal)!r} holds changes not yet merged into it (SQLite "
+                "needs a -shm file beside it to read them): open it once where it is "
+                "writable, or copy the folder somewhere writable")
+        return f"{self._target}&immutable=1"
 
     def _migrate(self) -> None:
         """Bring the schema up to date. A store that is up to date already is opened

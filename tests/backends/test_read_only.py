@@ -3,9 +3,11 @@ and never wait for the write lock; an already-migrated store opens without it.""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -187,3 +189,20 @@ def test_a_read_only_folder_with_unmerged_changes_is_a_clear_error(tmp_path: Pat
         for args in READS:
             one_line_error(cli("--url", f"sqlite:///{copy}/x.db", *args), "x.db-wal",
                            "read-only")
+
+
+def test_a_database_on_a_read_only_mount_can_be_read(tmp_path: Path) -> None:
+    """The folder on a read-only file system (EROFS, not EPERM): a read-only bind
+    mount of it, in a private mount namespace so nothing outside the test sees it."""
+    url = filled(tmp_path / "x.db")
+    before = contents(tmp_path)
+    reads = " && ".join(
+        f"{shlex.quote(sys.executable)} -m memvault --url {shlex.quote(url)} "
+        f"{' '.join(map(shlex.quote, args))} >/dev/null" for args in READS)
+    folder = shlex.quote(str(tmp_path))
+    script = (f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder}"
+              f" && ! touch {folder}/probe 2>/dev/null && {reads}")
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert contents(tmp_path) == before

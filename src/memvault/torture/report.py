@@ -17,7 +17,7 @@ OPERATIONS = ("append", "read", "snapshot", "pop", "rollback")
 APPEND_RECORDS = ("invoke", "ok", "failed", "unknown")  # the lost-write checker's
 
 
-# Counters, like runner.Settings's knobs: alike in shape only.
+# Counters, like runner.TortureSettings's knobs: alike in shape only.
 @dataclass
 class OpStats:
     """Calls of one kind: outcomes, and latency of the successful ones (ms)."""

@@ -22,7 +22,7 @@ import pytest
 import memvault
 from memvault import ConfigurationError
 from memvault.checks.opener import Opener
-from memvault.torture import Settings, audit_history, audit_records, run_torture
+from memvault.torture import TortureSettings, audit_history, audit_records, run_torture
 from tests.support.broken import LosingBackend, SnapshotWipingBackend, TearingBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def test_cli_run_with_kills_on_sqlite_is_clean(tmp_path: Path) -> None:
 def test_async_face_and_durability_option(tmp_path: Path) -> None:
     """The async face, with a backend option, through the Python API."""
     opener = Opener(f"sqlite:///{tmp_path}/t.db", "async", {"durability": "normal"})
-    path = run_torture(opener, Settings(writers=2, readers=1, seconds=3, kill_rate=1,
+    path = run_torture(opener, TortureSettings(writers=2, readers=1, seconds=3, kill_rate=1,
                                         history=str(tmp_path)))
     report = audit_history(path)
     assert report.ok, report.summary()
@@ -94,7 +94,7 @@ def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="private to each process"):
         run_torture("memory://")
     with pytest.raises(ConfigurationError):
-        run_torture(f"sqlite:///{tmp_path}/t.db", Settings(writers=0))
+        run_torture(f"sqlite:///{tmp_path}/t.db", TortureSettings(writers=0))
     done, report = torture_cli("--url", "memory://", tmp_path=tmp_path)
     assert done.returncode == 1 and report is None
     assert done.stderr.startswith("error: ConfigurationError") and "Traceback" not in done.stderr
@@ -112,7 +112,7 @@ def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Records:
     folder = tmp_path_factory.mktemp("torture")
-    path = run_torture(f"sqlite:///{folder}/t.db", Settings(
+    path = run_torture(f"sqlite:///{folder}/t.db", TortureSettings(
         writers=3, readers=1, seconds=4, kill_rate=1, fault_rate=0.05, seed=7,
         history=str(folder)))
     return [json.loads(line) for line in path.read_text().splitlines()]
@@ -249,3 +249,10 @@ def test_the_audit_reports_each_violation(history: Records,
     report = audit_records(altered)
     assert report.findings[finding].count > 0, report.summary()
     assert not report.ok
+
+
+def test_the_settings_keep_their_former_name() -> None:
+    """``TortureSettings`` was ``Settings``; code importing the old name still runs."""
+    from memvault.torture import Settings as Former
+
+    assert Former is TortureSettings

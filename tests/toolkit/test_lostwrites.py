@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from memvault.checks.lostwrites import checksum
+from memvault.checks.report import Findings
 from memvault.testing import LostWriteReport, analyze_history, check_concurrent_appends
+from memvault.torture import TortureReport
 
 
 def test_clean_run_on_sqlite(tmp_path: Path) -> None:
@@ -24,7 +26,7 @@ def test_clean_run_on_sqlite(tmp_path: Path) -> None:
     again = analyze_history(history)  # the kept file re-checks to the same report
     assert again.to_dict() == report.to_dict()
     data = json.loads(report.to_json())
-    assert data["ok"] is True and data["lost"] == {"count": 0, "samples": []}
+    assert data["ok"] is True and data["findings"]["lost"] == {"count": 0, "samples": []}
     assert LostWriteReport.from_dict(data).to_dict() == report.to_dict()
 
 
@@ -69,15 +71,15 @@ def test_every_finding_is_detected(tmp_path: Path) -> None:
     records.append({"e": "final", "messages": [msg(i, good=(i != "w1.t3.m0")) for i in final]})
     report = audit_of(tmp_path, records)
     assert report.outcomes == {"ok": 6, "failed": 2, "unknown": 2}
-    assert report.lost.samples == ["w0.t2"]
-    assert report.recovered.samples == ["w0.t3", "w0.t4"]
-    assert report.failed_but_present.samples == ["w1.t0"]
-    assert report.reordered.samples == ["w0.t0 stored after w0.t1"]
-    assert report.torn_turns.samples == ["w1.t1", "w1.t2", "w1.t3"]  # w0.t3: duplicated
-    assert report.unexpected.samples == ["stranger"]
-    assert report.duplicated.samples == ["w0.t3.m0 x2"]
-    assert report.corrupted.count == 3  # a bad checksum, a bad read, a corrupt read
-    assert report.non_prefix_reads.count == 1 and report.reads == 2
+    assert report.findings["lost"].samples == ["w0.t2"]
+    assert report.notes["recovered"].samples == ["w0.t3", "w0.t4"]
+    assert report.findings["failed_but_present"].samples == ["w1.t0"]
+    assert report.findings["reordered"].samples == ["w0.t0 stored after w0.t1"]
+    assert report.findings["torn"].samples == ["w1.t1", "w1.t2", "w1.t3"]  # w0.t3: duplicated
+    assert report.findings["unexpected"].samples == ["stranger"]
+    assert report.findings["duplicated"].samples == ["w0.t3.m0 x2"]
+    assert report.findings["corrupted"].count == 3  # a bad checksum, a bad read, a corrupt read
+    assert report.findings["non_prefix_reads"].count == 1 and report.reads == 2
     assert not report.ok and set(report.violations()) == set(LostWriteReport.VIOLATIONS)
     assert "lost: 1, e.g. w0.t2" in report.summary()
 
@@ -88,4 +90,16 @@ def test_samples_are_capped_at_32(tmp_path: Path) -> None:
         records += turn(0, t, "ok")
     records.append({"e": "final", "messages": []})
     report = audit_of(tmp_path, records)
-    assert report.lost.count == 40 and len(report.lost.samples) == 32
+    assert report.findings["lost"].count == 40 and len(report.findings["lost"].samples) == 32
+
+
+def test_both_audits_report_in_one_model_with_one_name_per_finding() -> None:
+    """The torture audit reports the lost-write findings under their own names."""
+    lost_writes, torture = LostWriteReport(), TortureReport()
+    assert isinstance(lost_writes, Findings) and isinstance(torture, Findings)
+    shared = set(lost_writes.findings) - {"non_prefix_reads"}  # torture: phantom_reads
+    assert shared <= set(torture.findings) and set(lost_writes.notes) <= set(torture.notes)
+    for report in (lost_writes, torture):
+        report.findings["torn"].add("w0.t1")
+        assert not report.ok and list(report.violations()) == ["torn"]
+        assert report.to_dict()["findings"]["torn"] == {"count": 1, "samples": ["w0.t1"]}

@@ -16,7 +16,7 @@ failed_but_present   turns whose error promised nothing was applied,       yes
 reordered            a writer's turns stored out of the order it sent them yes
 corrupted            messages whose content fails its checksum, or reads   yes
                      that raised ``CorruptRecordError``
-torn_turns           turns stored in part, or not adjacent and in order    yes
+torn                 turns stored in part, or not adjacent and in order    yes
 non_prefix_reads     reads during the run that were not a prefix of the    yes
                      final history (appends only ever extend it)
 ==================== ==================================================== ============
@@ -29,7 +29,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from memvault.checks.history import (
     AppendCalled,
@@ -68,10 +68,52 @@ class _Turn:
 
 
 @dataclass
-class LostWriteReport:
+class Findings:
+    """The model every audit reports in (this one, the torture audit's).
+
+    ``findings`` are violations, each of which must be 0; ``notes`` are allowed but
+    worth knowing. A finding has the same name in every report that has it.
+    """
+
+    findings: dict[str, Finding] = field(default_factory=dict)
+    notes: dict[str, Finding] = field(default_factory=dict)
+    history_file: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when every finding is zero."""
+        return not any(f.count for f in self.findings.values())
+
+    def violations(self) -> dict[str, Finding]:
+        """The findings that occurred."""
+        return {name: f for name, f in self.findings.items() if f.count}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, JSON-serializable, with ``ok``."""
+        return {**asdict(self), "ok": self.ok}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+    def _summary(self, head: str, samples: int, sep: str) -> str:
+        """``head`` after OK/VIOLATIONS, then one line per violation."""
+        lines = [f"{'OK' if self.ok else 'VIOLATIONS'}: {head}"]
+        for name, finding in self.violations().items():
+            lines.append(f"  {name}: {finding.count}, e.g. {sep.join(finding.samples[:samples])}")
+        return "\n".join(lines)
+
+
+def _named(names: tuple[str, ...]) -> dict[str, Finding]:
+    return {name: Finding() for name in names}
+
+
+@dataclass
+class LostWriteReport(Findings):
     """The audit of one run; ``to_dict()`` is JSON-serializable.
 
     Attributes:
+        findings: the violations of :data:`VIOLATIONS` (see the module docstring).
+        notes: ``recovered``.
         run: parameters of the run (``url``, ``session_id``, ``writers``, …).
         outcomes: calls per outcome: ``ok``, ``failed``, ``unknown``.
         reads: successful reads during the run.
@@ -79,64 +121,38 @@ class LostWriteReport:
         history_file: the JSONL history the audit read (kept for re-checking).
     """
 
+    VIOLATIONS: ClassVar[tuple[str, ...]] = (
+        "lost", "unexpected", "duplicated", "failed_but_present", "reordered", "corrupted",
+        "torn", "non_prefix_reads")
+    NOTES: ClassVar[tuple[str, ...]] = ("recovered",)
+
+    findings: dict[str, Finding] = field(default_factory=lambda: _named(LostWriteReport.VIOLATIONS))
+    notes: dict[str, Finding] = field(default_factory=lambda: _named(LostWriteReport.NOTES))
     run: dict[str, Any] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0,
                                                               "unknown": 0})
     reads: int = 0
     messages: int = 0
-    lost: Finding = field(default_factory=Finding)
-    unexpected: Finding = field(default_factory=Finding)
-    duplicated: Finding = field(default_factory=Finding)
-    recovered: Finding = field(default_factory=Finding)
-    failed_but_present: Finding = field(default_factory=Finding)
-    reordered: Finding = field(default_factory=Finding)
-    corrupted: Finding = field(default_factory=Finding)
-    torn_turns: Finding = field(default_factory=Finding)
-    non_prefix_reads: Finding = field(default_factory=Finding)
-    history_file: str = ""
-
-    VIOLATIONS = ("lost", "unexpected", "duplicated", "failed_but_present", "reordered",
-                  "corrupted", "torn_turns", "non_prefix_reads")
-
-    @property
-    def ok(self) -> bool:
-        """True when no finding but ``recovered`` occurred."""
-        return not any(getattr(self, name).count for name in self.VIOLATIONS)
-
-    def violations(self) -> dict[str, Finding]:
-        """The findings that count as violations and occurred."""
-        return {n: getattr(self, n) for n in self.VIOLATIONS if getattr(self, n).count}
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["ok"] = self.ok
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LostWriteReport:
         kwargs = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        for name in (*cls.VIOLATIONS, "recovered"):
-            if isinstance(kwargs.get(name), dict):
-                kwargs[name] = Finding(**kwargs[name])
+        for group in ("findings", "notes"):
+            if isinstance(kwargs.get(group), dict):
+                kwargs[group] = {k: Finding(**v) for k, v in kwargs[group].items()}
         return cls(**kwargs)
 
     def summary(self) -> str:
         """One paragraph for an assertion message or a terminal."""
-        head = (f"{'OK' if self.ok else 'VIOLATIONS'}: {self.outcomes} calls, "
-                f"{self.reads} reads, {self.messages} messages stored, "
-                f"{self.recovered.count} recovered; history: {self.history_file}")
-        lines = [head]
-        for name, finding in self.violations().items():
-            lines.append(f"  {name}: {finding.count}, e.g. {', '.join(finding.samples[:5])}")
-        return "\n".join(lines)
+        return self._summary(f"{self.outcomes} calls, {self.reads} reads, {self.messages} "
+                             f"messages stored, {self.notes['recovered'].count} recovered; "
+                             f"history: {self.history_file}", 5, ", ")
 
 
 def audit(records: Iterable[Record], checksum: Callable[[str, Any], str]) -> LostWriteReport:
     """Audit the records of a history file (see :mod:`memvault.checks.history`)."""
     report = LostWriteReport()
+    found = report.findings
     turns: dict[tuple[int, int], _Turn] = {}
     final: list[StoredMessage] = []
     reads: list[HistoryRead] = []
@@ -153,7 +169,7 @@ def audit(records: Iterable[Record], checksum: Callable[[str, Any], str]) -> Los
             corrupt_ids.update(r.bad)
         elif isinstance(r, ReadFailed) and r.corrupt:
             kind = "final_error" if r.final else "read_error"
-            report.corrupted.add(f"{kind}: {r.error[:120]}")
+            found["corrupted"].add(f"{kind}: {r.error[:120]}")
         elif isinstance(r, FinalHistory):
             final = r.messages
     for turn in turns.values():
@@ -166,42 +182,42 @@ def audit(records: Iterable[Record], checksum: Callable[[str, Any], str]) -> Los
         where.setdefault(mid, []).append(i)
     for mid, count in Counter(ids).items():
         if count > 1:
-            report.duplicated.add(f"{mid} x{count}")
+            found["duplicated"].add(f"{mid} x{count}")
     owner = {mid: key for key, turn in turns.items() for mid in turn.ids}
     for mid in dict.fromkeys(ids):
         if mid not in owner:
-            report.unexpected.add(mid)
+            found["unexpected"].add(mid)
     for m in final:
         if m.sum != checksum(m.role, m.content):
             corrupt_ids.add(m.id)
     for mid in sorted(corrupt_ids):
-        report.corrupted.add(mid)
+        found["corrupted"].add(mid)
 
     firsts: dict[int, list[tuple[int, int]]] = {}
     for (w, t), turn in sorted(turns.items()):
         name, present = f"w{w}.t{t}", [where.get(mid, []) for mid in turn.ids]
         if not any(present):
             if turn.outcome == "ok":
-                report.lost.add(name)
+                found["lost"].add(name)
             continue
         spots = [p[0] for p in present if p]
         if len(spots) < len(present) or spots != list(range(spots[0], spots[0] + len(spots))):
-            report.torn_turns.add(name)
+            found["torn"].add(name)
         if turn.outcome == "unknown":
-            report.recovered.add(name)
+            report.notes["recovered"].add(name)
         elif turn.outcome == "failed":
-            report.failed_but_present.add(name)
+            found["failed_but_present"].add(name)
         firsts.setdefault(w, []).append((spots[0], t))
     for w, seq in sorted(firsts.items()):
         order = [t for _, t in sorted(seq)]
         for a, b in itertools.pairwise(order):
             if b < a:
-                report.reordered.add(f"w{w}.t{b} stored after w{w}.t{a}")
+                found["reordered"].add(f"w{w}.t{b} stored after w{w}.t{a}")
     for read in reads:
         if read.ids != ids[: len(read.ids)]:
-            report.non_prefix_reads.add(
+            found["non_prefix_reads"].add(
                 f"reader {read.reader}: {len(read.ids)} messages, not a prefix")
     return report
 
 
-__all__ = ["MAX_SAMPLES", "Finding", "LostWriteReport", "audit"]
+__all__ = ["MAX_SAMPLES", "Finding", "Findings", "LostWriteReport", "audit"]

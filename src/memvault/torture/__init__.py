@@ -10,9 +10,9 @@ the accounting). POSIX only (SIGKILL, fork server).
 
 Programmatic use::
 
-    from memvault.torture import Settings, audit_history, run_torture
+    from memvault.torture import TortureSettings, audit_history, run_torture
 
-    report = audit_history(run_torture("sqlite:////tmp/t.db", Settings(seconds=10)))
+    report = audit_history(run_torture("sqlite:////tmp/t.db", TortureSettings(seconds=10)))
     assert report.ok, report.summary()
 """
 
@@ -21,7 +21,11 @@ from __future__ import annotations
 from memvault.torture.audit import audit_history, audit_records
 from memvault.torture.command import register
 from memvault.torture.report import TortureReport
-from memvault.torture.runner import Settings, Status, cleanup, run_torture
+from memvault.torture.runner import Status, TortureSettings, cleanup, run_torture
 
-__all__ = ["Settings", "Status", "TortureReport", "audit_history", "audit_records", "cleanup",
-           "register", "run_torture"]
+Settings = TortureSettings
+"""The former name of :class:`TortureSettings` (one of three ``Settings``), kept so
+code importing it keeps working."""
+
+__all__ = ["Settings", "Status", "TortureReport", "TortureSettings", "audit_history",
+           "audit_records", "cleanup", "register", "run_torture"]

@@ -359,12 +359,12 @@ class _Session:
                              *(r for r in self.records if r["e"] == "read_error"),
                              {"e": "final", "messages": [m for _, m in stream]}]),
                             checksum)
-        for name, mine in (("lost", "lost"), ("duplicated", "duplicated"),
-                           ("reordered", "reordered"), ("torn_turns", "torn"),
-                           ("corrupted", "corrupted"), ("unexpected", "unexpected"),
-                           ("failed_but_present", "failed_but_present")):
-            merge(self.report.findings[mine], getattr(lost_writes, name), f"s{self.si}: ")
-        merge(self.report.notes["recovered"], lost_writes.recovered, f"s{self.si}: ")
+        # One model, one name per finding: the lost-write checker's findings that the
+        # torture audit reports too (its reads are checked as phantom_reads instead).
+        for group, mine in ((lost_writes.findings, self.report.findings),
+                            (lost_writes.notes, self.report.notes)):
+            for name in sorted(group.keys() & mine.keys()):
+                merge(mine[name], group[name], f"s{self.si}: ")
         self.check_views({m["id"]: node for node, m in stream})
         return {"session": self.si, "version": info["version"] if info else 0,
                 "messages": len(final["history"]), "snapshots": len(snaps),

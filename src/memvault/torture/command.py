@@ -17,7 +17,7 @@ from memvault.errors import ConfigurationError, MemvaultError
 from memvault.terminal import error, say
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
-from memvault.torture.runner import Settings, Status, cleanup, prepare, run_torture
+from memvault.torture.runner import Status, TortureSettings, cleanup, prepare, run_torture
 from memvault.urls import redact, resolve
 
 out = Console(highlight=False, soft_wrap=True)
@@ -77,7 +77,7 @@ def print_report(report: TortureReport) -> None:
         " never read back. Both are allowed.")
 
 
-def _run(opener: Opener, settings: Settings) -> TortureReport:
+def _run(opener: Opener, settings: TortureSettings) -> TortureReport:
     columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[stats]}"))
     with Progress(*columns, console=err, transient=False) as bar:
@@ -135,8 +135,8 @@ def torture(
         target = url if factory else resolve(url or ctx.find_root().params.get("url"))
         opener = Opener(target or "factory", face,  # type: ignore[arg-type]
                         _options(option or []), _factory(factory) if factory else None)
-        settings = Settings(writers, readers, seconds, kill_rate, sessions, fault_rate, seed,
-                            None if history is None else str(history))
+        settings = TortureSettings(writers, readers, seconds, kill_rate, sessions, fault_rate,
+                                   seed, None if history is None else str(history))
         prepare(opener, settings)
         say(f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
             f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from memvault.checks.report import MAX_SAMPLES, Finding
+from memvault.checks.report import MAX_SAMPLES, Finding, Findings
 
 # What each finding means is in memvault.torture.audit's docstring.
 VIOLATIONS = ("lost", "duplicated", "reordered", "torn", "corrupted", "unexpected",
@@ -17,7 +17,7 @@ OPERATIONS = ("append", "read", "snapshot", "pop", "rollback")
 APPEND_RECORDS = ("invoke", "ok", "failed", "unknown")  # the lost-write checker's
 
 
-# Counters, like runner.Settings's knobs: alike in shape only.
+# Counters, like runner.TortureSettings's knobs: alike in shape only.
 @dataclass
 class OpStats:
     """Calls of one kind: outcomes, and latency of the successful ones (ms)."""
@@ -46,7 +46,7 @@ def merge(into: Finding, other: Finding, prefix: str) -> None:
 
 
 @dataclass
-class TortureReport:
+class TortureReport(Findings):
     """The audit of one torture run.
 
     Attributes:
@@ -65,6 +65,9 @@ class TortureReport:
             ``memvault.torture.audit_history``).
     """
 
+    findings: dict[str, Finding] = field(
+        default_factory=lambda: {k: Finding() for k in VIOLATIONS})
+    notes: dict[str, Finding] = field(default_factory=lambda: {k: Finding() for k in NOTES})
     run: dict[str, Any] = field(default_factory=dict)
     kills: int = 0
     late_kills: int = 0
@@ -72,36 +75,16 @@ class TortureReport:
     faults: int = 0
     operations: dict[str, OpStats] = field(
         default_factory=lambda: {k: OpStats() for k in OPERATIONS})
-    findings: dict[str, Finding] = field(
-        default_factory=lambda: {k: Finding() for k in VIOLATIONS})
-    notes: dict[str, Finding] = field(default_factory=lambda: {k: Finding() for k in NOTES})
     sessions: list[dict[str, Any]] = field(default_factory=list)
-    history_file: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True when every finding is zero."""
-        return not any(f.count for f in self.findings.values())
 
     @property
     def operations_total(self) -> int:
         return sum(s.calls for s in self.operations.values())
 
-    def violations(self) -> dict[str, Finding]:
-        """The findings that occurred."""
-        return {name: f for name, f in self.findings.items() if f.count}
-
-    def to_dict(self) -> dict[str, Any]:
-        """Everything, JSON-serializable, with ``ok``."""
-        return {**asdict(self), "ok": self.ok}
-
     def summary(self) -> str:
         """A paragraph for an assertion message or a terminal."""
-        lines = [f"{'OK' if self.ok else 'VIOLATIONS'}: {self.operations_total} calls, "
-                 f"{self.kills} kills, {self.faults} faults; history: {self.history_file}"]
-        for name, finding in self.violations().items():
-            lines.append(f"  {name}: {finding.count}, e.g. {'; '.join(finding.samples[:3])}")
-        return "\n".join(lines)
+        return self._summary(f"{self.operations_total} calls, {self.kills} kills, "
+                             f"{self.faults} faults; history: {self.history_file}", 3, "; ")
 
 
 def count_operations(records: list[dict[str, Any]], report: TortureReport) -> None:

@@ -30,7 +30,7 @@ from memvault.urls import redact
 
 
 @dataclass(frozen=True)
-class Settings:
+class TortureSettings:
     """The knobs of a torture run (see ``memvault torture --help``)."""
 
     writers: int = 4
@@ -68,7 +68,7 @@ Progress = Callable[[Status], None]
 class _Fleet:
     """The worker processes, one per slot, each slot refilled after a kill."""
 
-    def __init__(self, assignment: Assignment, settings: Settings,
+    def __init__(self, assignment: Assignment, settings: TortureSettings,
                  log: Callable[..., None]) -> None:
         self.ctx = multiprocessing.get_context("forkserver")
         self.ctx.set_forkserver_preload(["memvault.torture.workers"])
@@ -115,7 +115,7 @@ def _check_shared(opener: Opener) -> None:
             "processes share (sqlite://, redis://, postgresql://)")
 
 
-def _hammer(fleet: _Fleet, settings: Settings, rng: random.Random, status: Status,
+def _hammer(fleet: _Fleet, settings: TortureSettings, rng: random.Random, status: Status,
             progress: Progress | None) -> None:
     started = time.monotonic()
     deadline = started + settings.seconds
@@ -219,7 +219,7 @@ def _final_state(opener: Opener, sessions: tuple[str, ...], status: Status,
     return records
 
 
-def prepare(store: str | Opener, settings: Settings) -> Opener:
+def prepare(store: str | Opener, settings: TortureSettings) -> Opener:
     """Check the settings and the store (open it once: a bad URL fails here, and the
     schema is created before the workers race to), and return its opener."""
     settings.check()
@@ -229,7 +229,7 @@ def prepare(store: str | Opener, settings: Settings) -> Opener:
     return opener
 
 
-def run_torture(store: str | Opener, settings: Settings | None = None,
+def run_torture(store: str | Opener, settings: TortureSettings | None = None,
                 progress: Progress | None = None) -> Path:
     """Torture a store and return the history file (audit it with
     :func:`memvault.torture.audit.audit_history`).
@@ -240,7 +240,7 @@ def run_torture(store: str | Opener, settings: Settings | None = None,
         settings: the run's knobs.
         progress: called with the :class:`Status` several times a second.
     """
-    settings = settings or Settings()
+    settings = settings or TortureSettings()
     opener = prepare(store, settings)
     seed = settings.seed if settings.seed is not None else random.SystemRandom().randrange(2**31)
     run = uuid.uuid4().hex[:10]

@@ -281,10 +281,9 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
         max_bytes: the largest encoded size accepted.
     """
     try:
-        checked = isinstance(message, Message) is False
-        if checked:
+        from_mapping = not isinstance(message, Message)
+        if not isinstance(message, Message):  # validated here, so not parsed back below
             message = Message.model_validate(message)
-        assert isinstance(message, Message)
         # Checked again for an object that skipped validation: pydantic would write a
         # NaN there as null and a lone surrogate in a key as U+FFFD (cheap).
         _check_json(message.metadata, "metadata")
@@ -295,7 +294,7 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
         # faster; a lone surrogate fails here (PydanticSerializationError is a ValueError).
         body = b"".join((_ENVELOPE_START,
                          message.__pydantic_serializer__.to_json(message, warnings=False), b"}"))
-        if not checked:
+        if not from_mapping:
             message = _Envelope.model_validate_json(body).m
     except InvalidMessageError:
         raise

@@ -43,12 +43,12 @@ class AsyncSession:
                 self.id, *self._opts.read_args(last, full, self._opts.now()))
             return self._opts.decode(self.id, stored)
         check_count("at_version", at_version)
-        state = self._opts.state_at(await self.log(), at_version)
+        events = await self.log()
+        state = self._opts.state_at(events, at_version)
         at = None if state is None else await self._backend.chain(self.id, *state, last,
                                                                    self._opts.now())
         if at is None:
-            raise self._opts.version_missing(self.id, at_version, await self.log(),
-                                             await self.info())
+            raise self._opts.version_missing(self.id, at_version, events, await self.info())
         return self._opts.decode(self.id, at)
 
     async def summarize(self, summary: MessageLike, *, through: str,

@@ -88,7 +88,7 @@ class Options:
         return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
     def check_summary(self, summary: MessageLike, through: object,
-                expect_version: int | None) -> tuple[Record, str]:
+                      expect_version: int | None) -> tuple[Record, str]:
         """Validate summarize's arguments; raises before anything is written."""
         if expect_version is not None:
             check_count("expect_version", expect_version)
@@ -219,7 +219,7 @@ class Session:
         stored = None if state is None else self._backend.chain(self.id, *state, last,
                                                                 self._opts.now())
         if stored is None:
-            raise self._opts.version_missing(self.id, at_version, self.log(), self.info())
+            raise self._opts.version_missing(self.id, at_version, events, self.info())
         return self._opts.decode(self.id, stored)
 
     def summarize(self, summary: MessageLike, *, through: str,

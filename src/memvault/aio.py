@@ -13,7 +13,7 @@ from typing import Any
 from memvault.backends.base import AsyncBackend
 from memvault.messages import Message, MessageLike
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
-from memvault.search import Hit, check_query, check_sessions, rank
+from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
 
@@ -91,9 +91,9 @@ class AsyncSession:
     async def log(self) -> list[Event]:
         return await self._backend.log(self.id, self._opts.now())
 
-    async def search(self, query: str, k: int = 10) -> list[Hit]:
-        terms, k = check_query(query, k)
-        return rank(terms, [(self.id, await self.history(full=True))], k)
+    async def search(self, query: str, k: int = 10, *, include_hidden: bool = False
+                     ) -> list[Hit]:
+        return await self._store.search(query, k, [self.id], include_hidden=include_hidden)
 
     async def delete(self) -> bool:
         return await self._backend.delete(self.id, self._opts.now())
@@ -116,10 +116,16 @@ class AsyncStore:
     async def sessions(self) -> list[str]:
         return await self.backend.sessions(self.options.now())
 
-    async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
-                     ) -> list[Hit]:
+    async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None, *,
+                     include_hidden: bool = False) -> list[Hit]:
         terms, k = check_query(query, k)
-        ids = await self.sessions() if sessions is None else check_sessions(sessions)
+        ids = None if sessions is None else check_sessions(sessions)
+        index = getattr(self.backend, "search", None)
+        if index is not None:
+            return hits(await index(ids, terms, k, bool(include_hidden), self.options.now()))
+        if include_hidden:
+            raise no_index(self.backend)
+        ids = await self.sessions() if ids is None else ids
         return rank(terms, [(sid, await self.session(sid).history(full=True)) for sid in ids], k)
 
     async def compact(self, keep_events: int | None = None) -> CompactStats:

@@ -34,7 +34,7 @@ from memvault.model import (
     check_count,
     check_seconds,
 )
-from memvault.search import Hit, check_query, check_sessions, rank
+from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.urls import open_backend, redact, resolve
 
 _HOST = socket.gethostname()
@@ -318,11 +318,21 @@ class Session:
         """The operation log, oldest first: who changed what, and when."""
         return self._backend.log(self.id, self._opts.now())
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
+    def search(self, query: str, k: int = 10, *, include_hidden: bool = False) -> list[Hit]:
         """The ``k`` messages of the full view (summaries included) that best match
-        ``query``, best first (BM25 over their words; see :mod:`memvault.search`)."""
-        terms, k = check_query(query, k)
-        return rank(terms, [(self.id, self.history(full=True))], k)
+        ``query``, best first (see :mod:`memvault.search` and ``docs/recall.md``).
+
+        Args:
+            query: words; anything else in it (quotes, operators) only separates them.
+            k: at most this many hits.
+            include_hidden: also find hidden messages (popped, trimmed, cleared,
+                rolled back); their hits have ``hidden=True`` and no position.
+
+        Raises:
+            InvalidArgumentError: a query with no word, or a bad ``k``.
+            ConfigurationError: ``include_hidden`` on a backend with no search index.
+        """
+        return self._store.search(query, k, [self.id], include_hidden=include_hidden)
 
     def delete(self) -> bool:
         """Physically remove every message, snapshot and event of the session.
@@ -355,12 +365,18 @@ class Store:
         """Ids of the live (unexpired) sessions, sorted."""
         return self.backend.sessions(self.options.now())
 
-    def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
-               ) -> list[Hit]:
+    def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None, *,
+               include_hidden: bool = False) -> list[Hit]:
         """:meth:`Session.search` across ``sessions`` (default: every live one), ranked
         together."""
         terms, k = check_query(query, k)
-        ids = self.sessions() if sessions is None else check_sessions(sessions)
+        ids = None if sessions is None else check_sessions(sessions)
+        index = getattr(self.backend, "search", None)
+        if index is not None:
+            return hits(index(ids, terms, k, bool(include_hidden), self.options.now()))
+        if include_hidden:
+            raise no_index(self.backend)
+        ids = self.sessions() if ids is None else ids
         return rank(terms, ((sid, self.session(sid).history(full=True)) for sid in ids), k)
 
     def compact(self, keep_events: int | None = None) -> CompactStats:

@@ -19,6 +19,7 @@ BACKEND_MAY_IMPORT = {
     "memvault.messages",
     "memvault.model",
     "memvault.sansio",
+    "memvault.words",
     "memvault.backends",
 }
 

@@ -3,6 +3,11 @@
 Each :func:`memvault.open` of ``memory://`` is a fresh, empty store private to the
 process. One lock serializes every operation. Rows are copied in and out, so a
 caller never holds a reference into the store.
+
+Search: a BM25 inverted index (:class:`~memvault.backends.lexical.WordIndex`) over
+every stored node, written by
+the same call that stores the node; statistics (document count, average length,
+document frequencies) are the whole store's.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memvault.backends.base import Backend
-from memvault.backends.engine import Engine, Node, Row
+from memvault.backends.engine import Node, Row
+from memvault.backends.lexical import IndexedEngine, WordIndex
 from memvault.backends.url import read_options, redact
 from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot
@@ -31,11 +37,13 @@ class _Session:
     ids: dict[str, int] = field(default_factory=dict)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    summaries: set[int] = field(default_factory=set)
 
 
 class _MemoryTxn:
-    def __init__(self, data: dict[str, _Session]) -> None:
+    def __init__(self, data: dict[str, _Session], index: WordIndex) -> None:
         self._data = data
+        self._index = index
 
     def load(self, name: str) -> Row | None:
         s = self._data.get(name)
@@ -50,16 +58,22 @@ class _MemoryTxn:
         self._data[row.name].row = dataclasses.replace(row)
 
     def purge(self, row: Row) -> int:
-        return len(self._data.pop(row.name).nodes)
+        nodes = self._data.pop(row.name).nodes
+        for node in nodes:
+            self._index.remove((row.name, node))
+        return len(nodes)
 
     def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
         return self._data[row.name].ids.keys() & set(ids)
 
-    def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
+    def insert_nodes(self, row: Row, nodes: Sequence[Node], summary: bool = False) -> None:
         s = self._data[row.name]
         for n in nodes:
             s.nodes[n.node] = n
             s.ids[n.msg_id] = n.node
+            self._index.add((row.name, n.node), summary, n.body)
+            if summary:
+                s.summaries.add(n.node)
 
     def node(self, row: Row, node: int) -> Node | None:
         return self._data[row.name].nodes.get(node)
@@ -107,19 +121,33 @@ class _MemoryTxn:
         s = self._data[row.name]
         for node in nodes:
             del s.ids[s.nodes.pop(node).msg_id]
+            s.summaries.discard(node)
+            self._index.remove((row.name, node))
+
+    def matches(self, row: Row | None, terms: Sequence[str]
+                ) -> Iterator[tuple[int | str, int, bool, float]]:
+        return iter(self._index.rank(None if row is None else row.name, terms))
+
+    def message_count(self, row: Row) -> int:
+        s = self._data[row.name]
+        return len(s.nodes) - len(s.summaries)
+
+    def ancestors(self, row: Row, head: int, count: int) -> list[int]:
+        return [n.node for n in self.chain(row, head, count)]
 
 
-class MemoryBackend(Engine):
+class MemoryBackend(IndexedEngine):
     """A process-local store behind one lock."""
 
     def __init__(self) -> None:
         self._data: dict[str, _Session] = {}
+        self._index = WordIndex()
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[_MemoryTxn]:
         with self._lock:
-            yield _MemoryTxn(self._data)
+            yield _MemoryTxn(self._data, self._index)
 
 
 def open_backend(url: str, **options: Any) -> Backend:

@@ -31,6 +31,7 @@ from memvault.errors import (  # the texts every backend shares: redis_ops impor
 )
 from memvault.messages import Record, decode_message
 from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.paging import Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -373,12 +374,7 @@ class Engine:
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            if row is None:
-                return None
-            return SessionInfo(
-                session_id, row.version, row.view, utc(row.created_at),
-                utc(row.updated_at), to_datetime(row.expires_at), row.summarized,
-            )
+            return None if row is None else _info(row)
 
     def pop(self, session_id: str, w: Write) -> Stored | None:
         """Hide the newest message of the context view. When that is the summary (no
@@ -533,6 +529,15 @@ class Engine:
         with self.transaction(False) as txn:
             return sorted(row.name for row in txn.rows() if row.live(now))
 
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """Every live row, filtered, ordered and cut in Python (O(sessions)); a backend
+        with an index on the keys overrides it."""
+        with self.transaction(False) as txn:
+            return select(query, [(info, key_of(info, query.order, (row.updated_at,
+                                                                       row.expires_at)))
+                                  for row in txn.rows() if row.live(now)
+                                  for info in [_info(row)]])
+
     def compact(self, keep_events: int | None, now: float) -> CompactStats:
         nodes = events = sessions = 0
         with self.transaction(True) as txn:
@@ -555,6 +560,11 @@ class Engine:
                     txn.delete_nodes(row, sorted(dead))
                     nodes += len(dead)
         return CompactStats(nodes=nodes, events=events, sessions=sessions)
+
+
+def _info(row: Row) -> SessionInfo:
+    return SessionInfo(row.name, row.version, row.view, utc(row.created_at),
+                       utc(row.updated_at), to_datetime(row.expires_at), row.summarized)
 
 
 def _summaries(links: dict[int, tuple[int, int]], pointers: list[int]) -> set[int]:

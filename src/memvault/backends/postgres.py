@@ -61,6 +61,7 @@ from memvault.backends.url import EVERY_PARAMETER, KEYWORD_ONLY, Parse, read_opt
 from memvault.errors import BackendUnavailableError, ConfigurationError, MemvaultError
 from memvault.messages import Record
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
+from memvault.paging import Listed, PageQuery
 
 __all__ = [
     "AsyncPostgresBackend",
@@ -295,6 +296,9 @@ class PostgresBackend:
     def sessions(self, now: float) -> list[str]:
         return self._run(self._calls.sessions(now))
 
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return self._run(self._calls.sessions_page(query, now))
+
     def compact(self, keep_events: int | None, now: float) -> CompactStats:
         return self._run(self._calls.compact(keep_events, now))
 
@@ -386,6 +390,9 @@ class AsyncPostgresBackend:
 
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._calls.sessions(now))
+
+    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return await self._run(self._calls.sessions_page(query, now))
 
     async def compact(self, keep_events: int | None, now: float) -> CompactStats:
         return await self._run(self._calls.compact(keep_events, now))

@@ -31,6 +31,7 @@ from memvault.errors import (
 )
 from memvault.messages import Record
 from memvault.model import CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.paging import Listed, PageQuery
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
@@ -53,6 +54,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "log": ("bytea", "float8"),
     "delete": ("bytea", "float8"),
     "sessions": ("float8",),
+    "sessions_page": ("text", "bool", "bytea", "float8", "bytea", "int8", "float8"),
     "compact": ("bigint", "float8"),
 }
 
@@ -151,6 +153,13 @@ def _compact_stats(rows: Rows) -> CompactStats:
 
 def _names(rows: Rows) -> list[str]:
     return sorted(bytes(r[0]).decode("utf-8") for r in rows)
+
+
+def _listed(rows: Rows) -> list[Listed]:
+    """Rows of sessions_page: a session's info, then its key (as float8, which the
+    function casts back for an integer order: exact below 2**53)."""
+    return [(SessionInfo(bytes(r[0]).decode("utf-8"), r[1], r[2], utc(r[3]), utc(r[4]),
+                         to_datetime(r[5]), r[6]), r[7]) for r in rows]
 
 
 class Calls:
@@ -290,6 +299,12 @@ class Calls:
 
     def sessions(self, now: float) -> Call[list[str]]:
         return self._call("sessions", (now,), _names, write=False)
+
+    def sessions_page(self, query: PageQuery, now: float) -> Call[list[Listed]]:
+        after_key, after = query.after if query.after else (None, None)
+        params = (query.order, query.descending, _utf8(query.match), after_key,
+                  _optional_utf8(after), query.limit, now)
+        return self._call("sessions_page", params, _listed, write=False)
 
     def compact(self, keep_events: int | None, now: float) -> Call[CompactStats]:
         return self._call("compact", (keep_events, now), _compact_stats, write=True)

@@ -1,0 +1,45 @@
+"""benchmarks/run.py, the one command that regenerates every benchmark: it runs the
+benchmarks picked, writes their reports and an index, and fails clearly (before running
+anything) when a service a benchmark needs is missing. No timing is asserted here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), *args],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def test_quick_run_of_one_benchmark_writes_its_report_and_the_index(tmp_path: Path) -> None:
+    done = run("--quick", "--only", "summaries-sqlite", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "ratio (p50)" in (tmp_path / "summaries-sqlite.md").read_text()
+    index = (tmp_path / "index.md").read_text()
+    assert "| summaries-sqlite |" in index and "| ok |" in index
+
+
+def test_a_missing_service_stops_the_run_before_anything_runs(tmp_path: Path) -> None:
+    done = run("--quick", "--only", "redis", "search-sqlite", "--out", str(tmp_path),
+               "--redis-url", "redis://127.0.0.1:1/0")
+    assert done.returncode == 2
+    assert "redis://127.0.0.1:1/0" in done.stderr and "needed by: redis" in done.stderr
+    assert not (tmp_path / "search-sqlite.md").exists()
+
+
+def test_a_failing_benchmark_is_named_and_fails_the_run(tmp_path: Path) -> None:
+    done = run("--quick", "--only", "search-sqlite", "--out", str(tmp_path), "--timeout", "0")
+    assert done.returncode == 1
+    assert "failed: search-sqlite" in done.stderr
+    assert "stopped after 0 s" in (tmp_path / "search-sqlite.log").read_text()
+
+
+def test_an_unknown_benchmark_is_refused_with_the_known_names() -> None:
+    done = run("--only", "no-such-bench")
+    assert done.returncode != 0
+    assert "no-such-bench" in done.stderr and "sqlite" in done.stderr

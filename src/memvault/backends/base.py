@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+from memvault.model import COMPACT_BATCH, CompactStats, Event, Progress, SessionInfo, Snapshot
 from memvault.paging import Listed, PageQuery
 
 Stored = tuple[int, str]
@@ -77,7 +77,8 @@ class Backend(Protocol):
     def delete(self, session_id: str, now: float) -> bool: ...
     def sessions(self, now: float) -> list[str]: ...
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
-    def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats: ...
     def close(self) -> None: ...
 
 
@@ -107,7 +108,8 @@ class AsyncBackend(Protocol):
     async def delete(self, session_id: str, now: float) -> bool: ...
     async def sessions(self, now: float) -> list[str]: ...
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats: ...
     async def close(self) -> None: ...
 
 
@@ -173,8 +175,9 @@ class ThreadedAsyncBackend:
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return await asyncio.to_thread(self.backend.sessions_page, query, now)
 
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return await asyncio.to_thread(self.backend.compact, keep_events, now)
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
+        return await asyncio.to_thread(self.backend.compact, keep_events, now, batch, progress)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.backend.close)

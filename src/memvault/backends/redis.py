@@ -72,7 +72,15 @@ from memvault.errors import (
     OutcomeUnknownError,
 )
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
+from memvault.model import (
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    check_seconds,
+)
 from memvault.paging import Listed, PageQuery
 from memvault.sansio import drive, drive_async
 
@@ -328,8 +336,9 @@ class RedisBackend:
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return self._run(self._ops.sessions_page(query, now))
 
-    def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return self._run(self._ops.compact(keep_events, now))
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
+        return self._run(self._ops.compact(keep_events, now, batch, progress))
 
     def close(self) -> None:
         self._client.close()
@@ -435,8 +444,9 @@ class AsyncRedisBackend:
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return await self._run(self._ops.sessions_page(query, now))
 
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return await self._run(self._ops.compact(keep_events, now))
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
+        return await self._run(self._ops.compact(keep_events, now, batch, progress))
 
     async def close(self) -> None:
         await self._client.aclose()

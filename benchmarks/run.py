@@ -77,6 +77,8 @@ _PEERS_QUICK = ("--calls", "100", "--warmup", "20", "--runs", "1", "--langchain-
 _PEERS_FULL = ("--calls", "1000", "--warmup", "200", "--runs", "3", "--langchain-calls", "10",
                "--json", "{json}")
 
+_SERVICES = ("--redis-url", "{redis_url}", "--pg-url", "{pg_url}")
+
 BENCHMARKS: list[Entry] = [
     Entry("sqlite", "bench_sqlite.py", (*_PEERS_QUICK, "--dir", "{tmp}"),
           (*_PEERS_FULL, "--dir", "{tmp}")),
@@ -98,6 +100,11 @@ BENCHMARKS: list[Entry] = [
     Entry("inspector-sqlite", "bench_inspector.py",
           ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "1000", "--runs", "3"),
           ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "100000", "--runs", "20")),
+    Entry("throughput", "bench_throughput.py",
+          ("--duration", "0.5", "--rounds", "1", "--writers", "1", "2", *_SERVICES,
+           "--plot", "{reports}/throughput.png", "--json", "{json}"),
+          ("--duration", "2", "--rounds", "3", *_SERVICES, "--plot", "{reports}/throughput.png",
+           "--json", "{json}"), needs=(REDIS, POSTGRES)),
 ]
 
 

@@ -77,7 +77,15 @@ from memvault.errors import (
     OutcomeUnknownError,
 )
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
+from memvault.model import (
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    check_seconds,
+)
 from memvault.sansio import drive, drive_async
 
 T = TypeVar("T")
@@ -293,8 +301,9 @@ class RedisBackend:
     def sessions(self, now: float) -> list[str]:
         return self._run(self._ops.sessions(now))
 
-    def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return self._run(self._ops.compact(keep_events, now))
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
+        return self._run(self._ops.compact(keep_events, now, batch, progress))
 
     def close(self) -> None:
         self._client.close()
@@ -395,8 +404,9 @@ class AsyncRedisBackend:
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._ops.sessions(now))
 
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return await self._run(self._ops.compact(keep_events, now))
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
+        return await self._run(self._ops.compact(keep_events, now, batch, progress))
 
     async def close(self) -> None:
         await self._client.aclose()

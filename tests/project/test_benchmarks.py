@@ -1,6 +1,7 @@
-"""benchmarks/run.py, the one command that regenerates every benchmark: it runs the
-benchmarks picked, writes their reports and an index, and fails clearly (before running
-anything) when a service a benchmark needs is missing. No timing is asserted here."""
+"""The benchmarks' tooling. benchmarks/run.py, the one command that regenerates every
+benchmark: it runs the benchmarks picked, writes their reports and an index, and fails
+clearly (before running anything) when a service a benchmark needs is missing.
+benchmarks/generate.py: builds a genuine store, resumably. No timing is asserted here."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), *args],
+def run(*args: str, script: str = "run.py") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
@@ -43,3 +44,24 @@ def test_an_unknown_benchmark_is_refused_with_the_known_names() -> None:
     done = run("--only", "no-such-bench")
     assert done.returncode != 0
     assert "no-such-bench" in done.stderr and "sqlite" in done.stderr
+
+
+def test_generate_builds_a_store_that_reads_back_and_resumes(tmp_path: Path) -> None:
+    import memvault
+
+    url = f"sqlite:///{tmp_path}/big.db?durability=normal"
+    args = (url, "--sessions", "30", "--messages", "120", "--processes", "2", "--verify", "30")
+    first = run(*args, script="generate.py")
+    assert first.returncode == 0, first.stderr
+    assert "120 messages in 30 sessions" in first.stdout
+    assert "verified 30 sessions: ok" in first.stdout
+    again = run(*args, script="generate.py")  # a second run appends nothing
+    assert again.returncode == 0, again.stderr
+    with memvault.open(url) as store:
+        assert len(store.sessions()) == 30
+        s = store.session("big-000029")
+        assert [m.id for m in s.history()] == [f"big-000029/{k}" for k in range(4)]
+        assert [e.op for e in s.log()] == ["append"]
+        s.pop()
+    broken = run(*args, script="generate.py")  # a session that differs is reported
+    assert broken.returncode == 1 and "big-000029" in broken.stdout

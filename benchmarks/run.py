@@ -105,6 +105,13 @@ BENCHMARKS: list[Entry] = [
            "--plot", "{reports}/throughput.png", "--json", "{json}"),
           ("--duration", "2", "--rounds", "3", *_SERVICES, "--plot", "{reports}/throughput.png",
            "--json", "{json}"), needs=(REDIS, POSTGRES)),
+    Entry("bigstore", "bench_bigstore.py",
+          ("--messages", "20000", "--sessions", "2000", "--calls", "50", "--warmup", "10",
+           "--runs", "1", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
+           "--json", "{json}"),
+          ("--messages", "1000000", "--sessions", "100000", "--calls", "300", "--warmup", "50",
+           "--runs", "3", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
+           "--json", "{json}"), needs=(REDIS, POSTGRES)),
 ]
 
 

@@ -24,7 +24,7 @@ from memvault.errors import (
     VersionNotFoundError,
 )
 from memvault.messages import Message, ToolCall
-from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot
+from memvault.model import CompactProgress, CompactStats, Event, Limits, SessionInfo, Snapshot
 from memvault.search import Hit
 from memvault.store import Session, Store, open
 
@@ -35,6 +35,7 @@ __all__ = [
     "AsyncStore",
     "BackendError",
     "BackendUnavailableError",
+    "CompactProgress",
     "CompactStats",
     "ConfigurationError",
     "ConflictError",

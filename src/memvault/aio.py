@@ -12,7 +12,16 @@ from typing import Any
 
 from memvault.backends.base import AsyncBackend
 from memvault.messages import Message, MessageLike
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
+from memvault.model import (
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    check_batch,
+    check_count,
+)
 from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
@@ -122,10 +131,12 @@ class AsyncStore:
         ids = await self.sessions() if sessions is None else check_sessions(sessions)
         return rank(terms, [(sid, await self.session(sid).history(full=True)) for sid in ids], k)
 
-    async def compact(self, keep_events: int | None = None) -> CompactStats:
+    async def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
         if keep_events is not None:
             check_count("keep_events", keep_events)
-        return await self.backend.compact(keep_events, self.options.now())
+        check_batch(batch)
+        return await self.backend.compact(keep_events, self.options.now(), batch, progress)
 
     async def close(self) -> None:
         await self.backend.close()

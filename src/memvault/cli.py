@@ -24,7 +24,8 @@ from memvault import demo as demo_module
 from memvault import transfer
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
-from memvault.terminal import columns, emit, error, json_line, plural, say, shown
+from memvault.model import COMPACT_BATCH
+from memvault.terminal import columns, emit, error, json_line, plural, progress_bar, say, shown
 from memvault.ui import views
 from memvault.ui.text import timeline_lines
 from memvault.urls import backend_module, redact, resolve
@@ -363,11 +364,17 @@ def rollback(
 def compact(
     keep_events: Annotated[int | None, typer.Option(min=0, help="Events kept per session.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    batch: Annotated[int, typer.Option(min=1, help="Sessions per step (one short "
+                                                   "transaction each).")] = COMPACT_BATCH,
+    as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
     """Delete expired sessions, and messages nothing reaches any more, for good.
 
-    Asks first on a terminal; elsewhere (scripts, cron) it needs --yes.
+    Asks first on a terminal; elsewhere (scripts, cron) it needs --yes. It works in
+    short steps that never hold writers up for long, with a progress bar on a
+    terminal; stopped at any point, it leaves every session whole, and running it
+    again finishes the job.
     """
     target = store_url(url)
     if not yes:
@@ -376,8 +383,12 @@ def compact(
         if not typer.confirm(f"Delete expired sessions and unreachable messages in "
                              f"{shown(redact(target))} for good?"):
             raise ConfirmationNeeded("nothing deleted")
-    with opened(target) as store:
-        stats = store.compact(keep_events=keep_events)
+    with opened(target) as store, progress_bar("compacting", enabled=not as_json) as update:
+        stats = store.compact(keep_events=keep_events, batch=batch,
+                              progress=lambda p: update(p.done, p.total))
+    if as_json:
+        emit([json_line(dataclasses.asdict(stats))])
+    else:
         say(f"removed {plural(stats.nodes, 'message')}, {plural(stats.events, 'event')}, "
             f"{plural(stats.sessions, 'expired session')}")
 

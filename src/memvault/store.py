@@ -26,11 +26,14 @@ from memvault.messages import (
     encode_message,
 )
 from memvault.model import (
+    COMPACT_BATCH,
     CompactStats,
     Event,
     Limits,
+    Progress,
     SessionInfo,
     Snapshot,
+    check_batch,
     check_count,
     check_seconds,
 )
@@ -363,12 +366,30 @@ class Store:
         ids = self.sessions() if sessions is None else check_sessions(sessions)
         return rank(terms, ((sid, self.session(sid).history(full=True)) for sid in ids), k)
 
-    def compact(self, keep_events: int | None = None) -> CompactStats:
+    def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
         """Delete expired sessions, events beyond the newest ``keep_events`` per
-        session, and messages no head, snapshot or kept event reaches."""
+        session, and messages no head, snapshot or kept event reaches.
+
+        It runs in steps, each one short atomic step over at most ``batch`` whole
+        sessions (Redis: one session), so concurrent writers are never held up for
+        long and a reader at any moment sees every session whole. Interrupted (even
+        killed), it leaves the steps done done and the rest untouched; the next
+        compact finishes the job.
+
+        Args:
+            keep_events: events to keep per session (default: all).
+            batch: sessions per step (and, on Redis, between progress calls).
+            progress: called after each step with a :class:`CompactProgress`.
+
+        Raises:
+            CorruptRecordError: a session's chain is broken; nothing of that session
+                is deleted (the steps before it stay done).
+        """
         if keep_events is not None:
             check_count("keep_events", keep_events)
-        return self.backend.compact(keep_events, self.options.now())
+        check_batch(batch)
+        return self.backend.compact(keep_events, self.options.now(), batch, progress)
 
     def close(self) -> None:
         """Release connections. The data stays."""

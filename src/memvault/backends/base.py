@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+from memvault.model import COMPACT_BATCH, CompactStats, Event, Progress, SessionInfo, Snapshot
 
 Stored = tuple[int, str]
 """A stored message: its depth in the chain and its encoded envelope."""
@@ -71,7 +71,8 @@ class Backend(Protocol):
     def log(self, session_id: str, now: float) -> list[Event]: ...
     def delete(self, session_id: str, now: float) -> bool: ...
     def sessions(self, now: float) -> list[str]: ...
-    def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats: ...
     def close(self) -> None: ...
 
 
@@ -100,7 +101,8 @@ class AsyncBackend(Protocol):
     async def log(self, session_id: str, now: float) -> list[Event]: ...
     async def delete(self, session_id: str, now: float) -> bool: ...
     async def sessions(self, now: float) -> list[str]: ...
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats: ...
     async def close(self) -> None: ...
 
 
@@ -163,8 +165,9 @@ class ThreadedAsyncBackend:
     async def sessions(self, now: float) -> list[str]:
         return await asyncio.to_thread(self.backend.sessions, now)
 
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return await asyncio.to_thread(self.backend.compact, keep_events, now)
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
+        return await asyncio.to_thread(self.backend.compact, keep_events, now, batch, progress)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.backend.close)

@@ -30,7 +30,18 @@ from memvault.errors import (
     OutcomeUnknownError,
 )
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.model import (
+    COMPACT_STEP_NODES,
+    CompactProgress,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    to_datetime,
+    utc,
+)
+from memvault.sansio import Operation
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
@@ -53,7 +64,8 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "log": ("bytea", "float8"),
     "delete": ("bytea", "float8"),
     "sessions": ("float8",),
-    "compact": ("bigint", "float8"),
+    "compact_plan": (),
+    "compact_step": ("bigint", "bigint", "bigint", "bigint", "bigint", "float8"),
 }
 
 # The SQLSTATEs of the server-side functions' domain errors.
@@ -144,9 +156,16 @@ def _ignore(rows: Rows) -> None:
     return None
 
 
-def _compact_stats(rows: Rows) -> CompactStats:
-    nodes, events, sessions = rows[0]
-    return CompactStats(nodes=nodes, events=events, sessions=sessions)
+def _row(rows: Rows) -> tuple[Any, ...]:
+    return rows[0]
+
+
+def _compact_damage(state: str, detail: str) -> MemvaultError | None:
+    """compact's broken chain (DETAIL: the depth, the session's name in hex)."""
+    if state == BROKEN_CHAIN:
+        depth, name = detail.split(" ")
+        return errors.broken_chain(bytes.fromhex(name).decode("utf-8"), int(depth))
+    return None
 
 
 def _names(rows: Rows) -> list[str]:
@@ -291,8 +310,21 @@ class Calls:
     def sessions(self, now: float) -> Call[list[str]]:
         return self._call("sessions", (now,), _names, write=False)
 
-    def compact(self, keep_events: int | None, now: float) -> Call[CompactStats]:
-        return self._call("compact", (keep_events, now), _compact_stats, write=True)
+    def compact(self, keep_events: int | None, now: float, batch: int,
+                progress: Progress | None) -> Operation[Call[Any], CompactStats]:
+        """Steps of at most ``batch`` sessions, each one call (its own transaction),
+        over the sessions stored when it began; ``progress`` after each."""
+        total, until = yield self._call("compact_plan", (), _row, write=False)
+        after, done, stats = 0, 0, CompactStats()
+        while True:
+            params = (after, until, batch, COMPACT_STEP_NODES, keep_events, now)
+            *removed, took, last = yield self._call("compact_step", params, _row, write=True,
+                                                    refuse=_compact_damage)
+            if last is None:
+                return stats
+            after, done, stats = last, done + took, stats + CompactStats(*removed)
+            if progress is not None:
+                progress(CompactProgress(done, total, stats))
 
 
 def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> MemvaultError:

@@ -40,7 +40,17 @@ from memvault.errors import (
     version_conflict,
 )
 from memvault.messages import Record
-from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.model import (
+    AUTO_PREFIX,
+    CompactProgress,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    to_datetime,
+    utc,
+)
 
 T = TypeVar("T")
 
@@ -364,10 +374,19 @@ class Operations:
                     live.append(session_id)
         return sorted(live)
 
-    def compact(self, keep_events: int | None, now: float) -> Op[CompactStats]:
-        totals = [0, 0, 0]
-        for session_id in sorted((yield from self._scan())):
+    def compact(self, keep_events: int | None, now: float, batch: int,
+                progress: Progress | None) -> Op[CompactStats]:
+        """One script per session, each atomic on its own: a writer waits for one
+        session's step at most. ``progress`` is called every ``batch`` sessions."""
+        found = sorted((yield from self._scan()))
+        stats = CompactStats()
+        for done, session_id in enumerate(found, 1):
             reply = yield Eval(WRITE, self.layout.keys(session_id),
                                ["compact", _number(now), _none(keep_events)])
-            totals = [t + int(r) for t, r in zip(totals, reply, strict=True)]
-        return CompactStats(nodes=totals[0], events=totals[1], sessions=totals[2])
+            damage = _corrupt(session_id, reply)
+            if damage:
+                raise damage
+            stats += CompactStats(*(int(r) for r in reply))
+            if progress is not None and (done % batch == 0 or done == len(found)):
+                progress(CompactProgress(done, len(found), stats))
+        return stats

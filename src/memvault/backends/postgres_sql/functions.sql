@@ -22,7 +22,9 @@
 -- beside history (now the context view). Then every
 -- chain walk became checked (_chain: a broken chain raised nothing, history returned
 -- fewer messages, or the head repeated), pop refuses a body that is not a JSON object
--- before changing anything, and delete answers false for an expired session.
+-- before changing anything, and delete answers false for an expired session. Then
+-- compact became compact_plan + compact_step, bounded steps each its own transaction,
+-- and _garbage refuses a broken chain as the engine does.
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -576,13 +578,19 @@ $$;
 
 -- Nodes no pointer reaches. A pointer (head, base) reaches the chain from head
 -- while depth > base. A parent's id is always below its child's, so one pass in
--- descending id order hands each reached node's lowest floor to its parent.
+-- descending id order hands each reached node's lowest floor to its parent. A
+-- reached node above its floor needs its parent one level below it: a parent that
+-- is missing, not below it in id order, or at another depth is a broken chain,
+-- raised as MV010 (DETAIL: the depth, then the session's name in hex) before
+-- anything is deleted, as the engine does: what lies below the break may be wanted.
 CREATE OR REPLACE FUNCTION @schema@._garbage(p_row @schema@.sessions) RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
     v_floor bigint[] := array_fill(NULL::bigint, ARRAY[greatest(p_row.next_node, 1)::integer]);
+    v_want bigint[] := v_floor;
     v_dead bigint[] := '{}';
     v_kept bigint[];
+    v_broken bigint;
     v_ptr record;
     v_node record;
 BEGIN
@@ -613,9 +621,22 @@ BEGIN
         SELECT n.node, n.parent, n.depth FROM @schema@.nodes n
         WHERE n.sid = p_row.sid ORDER BY n.node DESC
     LOOP
+        IF v_want[v_node.node] <> v_node.depth THEN
+            v_broken := v_want[v_node.node];
+            EXIT;
+        END IF;
+        v_want[v_node.node] := NULL;
         IF v_node.node = ANY (v_kept) THEN
             CONTINUE;
         ELSIF v_floor[v_node.node] < v_node.depth THEN
+            IF v_floor[v_node.node] < v_node.depth - 1 THEN
+                IF v_node.parent NOT BETWEEN 1 AND v_node.node - 1
+                        OR v_want[v_node.parent] <> v_node.depth - 1 THEN
+                    v_broken := v_node.depth - 1;
+                    EXIT;
+                END IF;
+                v_want[v_node.parent] := v_node.depth - 1;
+            END IF;
             IF v_node.parent > 0 THEN
                 v_floor[v_node.parent] := least(v_floor[v_node.parent], v_floor[v_node.node]);
             END IF;
@@ -623,21 +644,43 @@ BEGIN
             v_dead := array_append(v_dead, v_node.node);
         END IF;
     END LOOP;
+    v_broken := coalesce(v_broken, (SELECT max(w) FROM unnest(v_want) w));
+    IF v_broken IS NOT NULL THEN
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010',
+            DETAIL = v_broken || ' ' || encode(p_row.name, 'hex');
+    END IF;
     RETURN v_dead;
 END $$;
 
-CREATE OR REPLACE FUNCTION @schema@.compact(p_keep_events bigint, p_now double precision)
-RETURNS TABLE (nodes bigint, events bigint, sessions bigint)
+-- compact_step(after, until, limit, budget, keep_events, now): one bounded step of
+-- compact, its own transaction. It takes the sessions with after < sid <= until in
+-- sid order, locking each row in turn, and stops after `limit` of them or once they
+-- held `budget` nodes (next_node - 1 counts each one's nodes, stored or not). Each
+-- session is done whole within the step: an expired one purged, events beyond the
+-- newest `keep_events` dropped, unreachable nodes deleted. Returns what it removed,
+-- how many sessions it took and the last sid (NULL: none was left).
+DROP FUNCTION IF EXISTS @schema@.compact(bigint, double precision);
+CREATE OR REPLACE FUNCTION @schema@.compact_step(
+    p_after bigint, p_until bigint, p_limit bigint, p_budget bigint, p_keep_events bigint,
+    p_now double precision
+) RETURNS TABLE (nodes bigint, events bigint, sessions bigint, done bigint, last_sid bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_dead bigint[];
     v_count bigint;
+    v_budget bigint := p_budget;
 BEGIN
     nodes := 0;
     events := 0;
     sessions := 0;
-    FOR v_row IN SELECT * FROM @schema@.sessions s ORDER BY s.sid FOR UPDATE LOOP
+    done := 0;
+    FOR v_row IN SELECT * FROM @schema@.sessions s WHERE s.sid > p_after AND s.sid <= p_until
+                 ORDER BY s.sid LIMIT p_limit FOR UPDATE LOOP
+        EXIT WHEN done > 0 AND v_budget <= 0;
+        done := done + 1;
+        last_sid := v_row.sid;
+        v_budget := v_budget - (v_row.next_node - 1);
         IF v_row.expires_at IS NOT NULL AND v_row.expires_at <= p_now THEN
             nodes := nodes + @schema@._purge(v_row.sid);
             DELETE FROM @schema@.sessions s WHERE s.sid = v_row.sid;
@@ -659,6 +702,14 @@ BEGIN
     END LOOP;
     RETURN NEXT;
 END $$;
+
+-- compact_plan(): what compact_step will walk: the sessions stored now (count) and
+-- the highest sid (sessions created later are new: nothing of theirs to compact).
+CREATE OR REPLACE FUNCTION @schema@.compact_plan()
+RETURNS TABLE (total bigint, until bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT count(*), coalesce(max(s.sid), 0) FROM @schema@.sessions s
+$$;
 
 -- chain(session, head, base, last, now): the messages of the chain ending at node
 -- `head` with depth above `base` (the newest `last`; NULL: all), oldest first, like

@@ -16,7 +16,8 @@ once would measure each other). Its standard output is its Markdown report, writ
 command exits non-zero and names it. Before anything runs, the services the chosen
 benchmarks need are checked, and a missing one stops the run with the URL it tried.
 Every temporary file lives in one folder removed at the end (Ctrl-C included); the
-benchmarks delete their own keys and schemas.
+benchmarks delete their own keys and schemas. At the end, ``peers.py`` gathers the
+per-backend benchmarks' figures into ``peers.md``: memvault against raw and every peer.
 
 To add a benchmark, add one :class:`Entry` to ``BENCHMARKS``. Its arguments may name
 ``{redis_url}``, ``{pg_url}`` (the services), ``{tmp}`` (this run's temporary folder),
@@ -39,6 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peers
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -104,6 +108,13 @@ BENCHMARKS: list[Entry] = [
           ("--duration", "0.5", "--rounds", "1", "--writers", "1", "2", *_SERVICES,
            "--plot", "{reports}/throughput.png", "--json", "{json}"),
           ("--duration", "2", "--rounds", "3", *_SERVICES, "--plot", "{reports}/throughput.png",
+           "--json", "{json}"), needs=(REDIS, POSTGRES)),
+    Entry("bigstore", "bench_bigstore.py",
+          ("--messages", "20000", "--sessions", "2000", "--calls", "50", "--warmup", "10",
+           "--runs", "1", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
+           "--json", "{json}"),
+          ("--messages", "1000000", "--sessions", "100000", "--calls", "300", "--warmup", "50",
+           "--runs", "3", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
            "--json", "{json}"), needs=(REDIS, POSTGRES)),
 ]
 
@@ -312,8 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         context = {"redis_url": args.redis_url, "pg_url": args.pg_url, "tmp": tmp,
                    "reports": str(out)}
         outcomes = run_all(entries, args.quick, context, out, args.timeout)
-    (out / "index.md").write_text(summary(outcomes, args.quick, load_start),
-                                      encoding="utf-8")
+    index = summary(outcomes, args.quick, load_start)
+    if peers.write(out):
+        index += "\nmemvault against raw and peers, every backend: [peers.md](peers.md)\n"
+    (out / "index.md").write_text(index, encoding="utf-8")
     failed = [o.entry.name for o in outcomes if o.code != 0]
     if failed:
         print(f"run.py: failed: {', '.join(failed)} (see the <name>.log files in {out})",

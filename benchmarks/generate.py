@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -62,16 +63,16 @@ def messages_of(index: int, count: int) -> list[Message]:
     return out
 
 
-def _open(url: str) -> memvault.Store:
+def _open(url: str, options: dict[str, Any]) -> memvault.Store:
     global _store
     if _store is None:
-        _store = memvault.open(url)
+        _store = memvault.open(url, **options)
     return _store
 
 
-def _fill(url: str, start: int, stop: int, per_session: int) -> int:
+def _fill(url: str, options: dict[str, Any], start: int, stop: int, per_session: int) -> int:
     """Append every message of sessions ``start``..``stop-1``; the messages written."""
-    store = _open(url)
+    store = _open(url, options)
     for index in range(start, stop):
         batch = messages_of(index, per_session)
         session = store.session(session_id(index))
@@ -91,30 +92,34 @@ class Generated:
                 f"{self.seconds:.0f} s ({self.messages / self.seconds:,.0f} messages/s)")
 
 
-def chunks(sessions: int) -> Iterator[tuple[int, int]]:
-    for start in range(0, sessions, CHUNK):
+def chunks(first: int, sessions: int) -> Iterator[tuple[int, int]]:
+    for start in range(first, sessions, CHUNK):
         yield start, min(start + CHUNK, sessions)
 
 
 def generate(url: str, sessions: int = 100_000, messages: int = 1_000_000,
-             processes: int = 2, progress: bool = True) -> Generated:
-    """Fill the store at ``url`` (see the module's docstring); progress lines go to
-    stderr every 5%."""
+             processes: int = 2, progress: bool = True, first: int = 0,
+             **options: Any) -> Generated:
+    """Fill the store at ``url`` (see the module's docstring): sessions ``first`` to
+    ``sessions - 1`` (so a store can be grown in steps), ``messages / sessions`` each;
+    ``options`` go to ``memvault.open``. Progress lines go to stderr every 5%."""
     if sessions < 1 or messages % sessions:
         raise SystemExit("--messages must be a positive multiple of --sessions")
     per_session = messages // sessions
+    todo = (sessions - first) * per_session
     start = time.monotonic()
     done = 0
     shown = 0
     with ProcessPoolExecutor(max_workers=processes) as pool:
-        futures = [pool.submit(_fill, url, a, b, per_session) for a, b in chunks(sessions)]
+        futures = [pool.submit(_fill, url, options, a, b, per_session)
+                   for a, b in chunks(first, sessions)]
         for future in as_completed(futures):
             done += future.result()
-            if progress and done * 20 // messages > shown:
-                shown = done * 20 // messages
-                print(f"generate: {done:,}/{messages:,} messages, "
+            if progress and done * 20 // todo > shown:
+                shown = done * 20 // todo
+                print(f"generate: {done:,}/{todo:,} messages, "
                       f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
-    return Generated(sessions, messages, time.monotonic() - start)
+    return Generated(sessions - first, todo, time.monotonic() - start)
 
 
 def verify(url: str, sessions: int, messages: int, samples: int) -> list[str]:

@@ -16,7 +16,8 @@ once would measure each other). Its standard output is its Markdown report, writ
 command exits non-zero and names it. Before anything runs, the services the chosen
 benchmarks need are checked, and a missing one stops the run with the URL it tried.
 Every temporary file lives in one folder removed at the end (Ctrl-C included); the
-benchmarks delete their own keys and schemas.
+benchmarks delete their own keys and schemas. At the end, ``peers.py`` gathers the
+per-backend benchmarks' figures into ``peers.md``: memvault against raw and every peer.
 
 To add a benchmark, add one :class:`Entry` to ``BENCHMARKS``. Its arguments may name
 ``{redis_url}``, ``{pg_url}`` (the services), ``{tmp}`` (this run's temporary folder),
@@ -39,6 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peers
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -77,6 +81,8 @@ _PEERS_QUICK = ("--calls", "100", "--warmup", "20", "--runs", "1", "--langchain-
 _PEERS_FULL = ("--calls", "1000", "--warmup", "200", "--runs", "3", "--langchain-calls", "10",
                "--json", "{json}")
 
+_SERVICES = ("--redis-url", "{redis_url}", "--pg-url", "{pg_url}")
+
 BENCHMARKS: list[Entry] = [
     Entry("sqlite", "bench_sqlite.py", (*_PEERS_QUICK, "--dir", "{tmp}"),
           (*_PEERS_FULL, "--dir", "{tmp}")),
@@ -98,6 +104,18 @@ BENCHMARKS: list[Entry] = [
     Entry("inspector-sqlite", "bench_inspector.py",
           ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "1000", "--runs", "3"),
           ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "100000", "--runs", "20")),
+    Entry("throughput", "bench_throughput.py",
+          ("--duration", "0.5", "--rounds", "1", "--writers", "1", "2", *_SERVICES,
+           "--plot", "{reports}/throughput.png", "--json", "{json}"),
+          ("--duration", "2", "--rounds", "3", *_SERVICES, "--plot", "{reports}/throughput.png",
+           "--json", "{json}"), needs=(REDIS, POSTGRES)),
+    Entry("bigstore", "bench_bigstore.py",
+          ("--messages", "20000", "--sessions", "2000", "--calls", "50", "--warmup", "10",
+           "--runs", "1", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
+           "--json", "{json}"),
+          ("--messages", "1000000", "--sessions", "100000", "--calls", "300", "--warmup", "50",
+           "--runs", "3", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
+           "--json", "{json}"), needs=(REDIS, POSTGRES)),
 ]
 
 
@@ -305,8 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         context = {"redis_url": args.redis_url, "pg_url": args.pg_url, "tmp": tmp,
                    "reports": str(out)}
         outcomes = run_all(entries, args.quick, context, out, args.timeout)
-    (out / "index.md").write_text(summary(outcomes, args.quick, load_start),
-                                      encoding="utf-8")
+    index = summary(outcomes, args.quick, load_start)
+    if peers.write(out):
+        index += "\nmemvault against raw and peers, every backend: [peers.md](peers.md)\n"
+    (out / "index.md").write_text(index, encoding="utf-8")
     failed = [o.entry.name for o in outcomes if o.code != 0]
     if failed:
         print(f"run.py: failed: {', '.join(failed)} (see the <name>.log files in {out})",

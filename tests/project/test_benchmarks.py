@@ -65,3 +65,24 @@ def test_generate_builds_a_store_that_reads_back_and_resumes(tmp_path: Path) -> 
         s.pop()
     broken = run(*args, script="generate.py")  # a session that differs is reported
     assert broken.returncode == 1 and "big-000029" in broken.stdout
+
+
+def test_the_peer_table_holds_memvault_to_raw_and_to_every_peer(tmp_path: Path) -> None:
+    import json
+
+    from benchmarks import peers
+
+    def fig(name: str, p50s: list[float], group: str = "") -> dict[str, object]:
+        return {"comparison": "append", "title": "append", "group": group, "name": name,
+                "baseline": "raw", "run_p50s": p50s}
+
+    (tmp_path / "redis.json").write_text(json.dumps([
+        fig("raw", [1.0, 1.0, 1.0]), fig("memvault", [1.2, 1.25, 1.5]),
+        fig("memvault async", [9.0, 9.0, 9.0]), fig("peer", [2.4, 1.0, 3.0]),
+        fig("raw", [1.0], "big"), fig("memvault", [1.4], "big")]))
+    assert peers.write(tmp_path) is not None
+    rows = (tmp_path / "peers.md").read_text().splitlines()
+    assert "| Redis: append | 1.25x (1.20-1.50) | peer 2.00x (0.80-2.00) | **met** |" in rows
+    assert "| Redis: append — big | 1.40x | — | **not met** |" in rows
+    assert not any("memvault async" in row for row in rows)
+    assert peers.write(tmp_path / "nothing-here") is None

@@ -22,6 +22,10 @@ Options (keywords, or query parameters of the URL; keywords win):
 * ``cluster`` (default false; ``?cluster=true``): talk to a Redis Cluster.
 * ``socket_timeout`` (default 10 s), ``socket_connect_timeout`` (default 5 s),
   ``max_connections`` (default unbounded).
+* ``wait_replicas`` (default 0) and ``wait_timeout`` (default 1 s): after each
+  write, wait for that many replicas to acknowledge it (``WAIT``), else raise
+  :class:`~memvault.errors.OutcomeUnknownError`; see :mod:`memvault.backends.redis_wait`.
+  Not with ``cluster``.
 
 Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
 ``health_check_interval``, ``socket_keepalive`` and the ``ssl_*`` settings.
@@ -53,9 +57,11 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from memvault.backends import redis_wait
 from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.redis_ops import (
     FETCH_FIELDS,
+    WRITE,
     Eval,
     Layout,
     Op,
@@ -86,12 +92,14 @@ T = TypeVar("T")
 
 DEFAULTS: dict[str, Any] = {
     "prefix": "memvault", "cluster": False, "socket_timeout": 10.0,
-    "socket_connect_timeout": 5.0, "max_connections": None,
+    "socket_connect_timeout": 5.0, "max_connections": None, "wait_replicas": 0,
+    "wait_timeout": 1.0,
 }
 # memvault's own options, and how to read their text in a URL's query.
 OPTIONS: dict[str, Callable[[str], Any]] = {
     "prefix": str, "cluster": boolean, "socket_timeout": float,
-    "socket_connect_timeout": float, "max_connections": int,
+    "socket_connect_timeout": float, "max_connections": int, "wait_replicas": int,
+    "wait_timeout": float,
 }
 # URL query parameters handed to redis-py as they are.
 DRIVER_QUERY = frozenset({
@@ -112,6 +120,7 @@ class RedisSettings:
         prefix: the key prefix.
         cluster: whether to use the cluster client.
         client: keyword options for the redis-py client.
+        wait: replicas to wait for after each write, if any.
     """
 
     url: str
@@ -119,6 +128,7 @@ class RedisSettings:
     prefix: str
     cluster: bool
     client: dict[str, Any] = field(default_factory=dict)
+    wait: redis_wait.Wait | None = None
 
 
 def settings(url: str, **options: Any) -> RedisSettings:
@@ -154,7 +164,8 @@ def settings(url: str, **options: Any) -> RedisSettings:
     client = {"protocol": 2}
     client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
                                           "max_connections") if merged[k] is not None})
-    return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client)
+    return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client,
+                         redis_wait.from_options(merged, shown))
 
 
 def _check(shown: str, merged: dict[str, Any]) -> None:
@@ -207,7 +218,7 @@ class RedisBackend:
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
 
     def __init__(self, config: RedisSettings) -> None:
-        self._shown = config.shown
+        self._shown, self._wait = config.shown, config.wait
         self._ops = Operations(Layout(config.prefix))
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
         no_retry = redis.retry.Retry(NoBackoff(), 0)
@@ -220,6 +231,8 @@ class RedisBackend:
     def _send(self, request: Request) -> Any:
         client = self._client
         try:
+            if isinstance(request, Eval) and self._wait and request.script is WRITE:
+                return redis_wait.send(client, request, self._wait, self._shown)
             if isinstance(request, Eval):
                 keys = request.keys
                 try:
@@ -300,7 +313,7 @@ class AsyncRedisBackend:
     """The asynchronous backend: one ``redis.asyncio`` client, used from one event loop."""
 
     def __init__(self, config: RedisSettings) -> None:
-        self._shown = config.shown
+        self._shown, self._wait = config.shown, config.wait
         self._ops = Operations(Layout(config.prefix))
         self._cluster = config.cluster
         kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
@@ -320,6 +333,8 @@ class AsyncRedisBackend:
                 # close every connection, under other tasks' commands. Loading the
                 # map first (a no-op once loaded) avoids both.
                 await client.initialize()
+            if isinstance(request, Eval) and self._wait and request.script is WRITE:
+                return await redis_wait.send_async(client, request, self._wait, self._shown)
             if isinstance(request, Eval):
                 keys = request.keys
                 try:

@@ -126,28 +126,29 @@ END $$;
 -- for was found it raises MV010 (DETAIL: the depth where the chain breaks): a missing
 -- node, a node that is its own parent or a link into another branch never makes a
 -- shorter or repeated history. STABLE, so it reads with its caller's snapshot.
+-- One primary-key probe per step, whatever the statistics say: a recursive query
+-- left the planner free to join the walk to nodes by a scan, and its estimates for a
+-- recursive walk are guesses (docs/postgres.md, "Plans and vacuum").
 DROP FUNCTION IF EXISTS @schema@._chain(bigint, bigint, bigint);
 CREATE OR REPLACE FUNCTION @schema@._chain(p_sid bigint, p_head bigint, p_depth bigint, p_count bigint)
 RETURNS TABLE (k bigint, node bigint, depth bigint, msg_id bytea, body text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v_found bigint;
+    v_next bigint := p_head;
+    v_parent bigint;
 BEGIN
-    RETURN QUERY
-    WITH RECURSIVE walk (k, node, parent, depth) AS (
-        SELECT 1::bigint, n.node, n.parent, n.depth FROM @schema@.nodes n
-        WHERE p_count > 0 AND n.sid = p_sid AND n.node = p_head AND n.depth = p_depth
-        UNION ALL
-        SELECT w.k + 1, n.node, n.parent, n.depth FROM walk w
-        JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.parent AND n.depth = w.depth - 1
-        WHERE w.k < p_count
-    )
-    SELECT w.k, n.node, n.depth, n.msg_id, n.body
-    FROM walk w JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.node;
-    GET DIAGNOSTICS v_found = ROW_COUNT;
-    IF v_found < greatest(p_count, 0) THEN
-        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - v_found;
-    END IF;
+    k := 1;
+    WHILE k <= p_count LOOP
+        SELECT n.node, n.parent, n.depth, n.msg_id, n.body
+        INTO node, v_parent, depth, msg_id, body
+        FROM @schema@.nodes n WHERE n.sid = p_sid AND n.node = v_next;
+        IF NOT FOUND OR depth <> p_depth - k + 1 THEN
+            RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - k + 1;
+        END IF;
+        RETURN NEXT;
+        v_next := v_parent;
+        k := k + 1;
+    END LOOP;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.append(

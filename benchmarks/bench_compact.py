@@ -3,8 +3,8 @@
 Run from the repository root::
 
     python benchmarks/bench_compact.py sqlite:////tmp/big.db?durability=normal
-    python benchmarks/bench_compact.py "postgresql://postgres@127.0.0.1:5432/test?schema=bc"
-    python benchmarks/bench_compact.py "redis://127.0.0.1:6379/7?prefix=bc" --sessions 10000
+    python benchmarks/bench_compact.py postgresql://postgres@127.0.0.1:5432/test --schema bc
+    python benchmarks/bench_compact.py redis://127.0.0.1:6379/7 --prefix bc --sessions 10000
 
 The store is built by ``generate.py`` (default 100,000 sessions, 1,000,000 messages;
 ``--sessions`` / ``--messages`` for a smaller one; a store already built is reused: the
@@ -135,8 +135,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of the idle phase")
     ap.add_argument("--processes", type=int, default=2, help="for generating the store")
+    ap.add_argument("--schema", help="PostgreSQL: the store's schema (added to the URL)")
+    ap.add_argument("--prefix", help="Redis: the store's key prefix (added to the URL)")
+    ap.add_argument("--drop", action="store_true",
+                    help="delete the store at the end (PostgreSQL: needs --schema; Redis: "
+                         "--prefix)")
     args = ap.parse_args(argv)
-    url, shown = args.url, redact(args.url)
+    url = args.url
+    for name in ("schema", "prefix"):
+        if getattr(args, name):
+            url += f"{'&' if '?' in url else '?'}{name}={getattr(args, name)}"
+    try:
+        return measure(args, url)
+    finally:
+        if args.drop:
+            drop(args, url)
+
+
+def drop(args: argparse.Namespace, url: str) -> None:
+    """Delete the store the benchmark built."""
+    if url.startswith("sqlite:"):
+        path = url.removeprefix("sqlite:///").split("?")[0]
+        for suffix in ("", "-wal", "-shm"):
+            Path(path + suffix).unlink(missing_ok=True)
+    elif url.startswith("postgres") and args.schema:
+        import psycopg
+
+        with psycopg.connect(args.url.split("?")[0], autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{args.schema}" CASCADE')
+    elif url.startswith("redis") and args.prefix:
+        import redis
+
+        client = redis.Redis.from_url(args.url)
+        for key in client.scan_iter(match=f"{args.prefix}:*", count=1000):
+            client.delete(key)
+        client.close()
+    else:
+        print("--drop: the store is not one this benchmark can name alone (give --schema "
+              "or --prefix); left as it is", file=sys.stderr)
+
+
+def measure(args: argparse.Namespace, url: str) -> int:
+    shown = redact(url)
     print(f"generating {args.messages:,} messages in {args.sessions:,} sessions",
           file=sys.stderr)
     made = generate(url, args.sessions, args.messages, args.processes)

@@ -24,7 +24,7 @@ from memvault import demo as demo_module
 from memvault import transfer
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
-from memvault.terminal import columns, emit, error, json_line, plural, say, shown
+from memvault.terminal import columns, emit, error, json_line, plural, progress_bar, say, shown
 from memvault.ui import views
 from memvault.ui.text import timeline_lines
 from memvault.urls import backend_module, redact, resolve
@@ -380,6 +380,27 @@ def compact(
         stats = store.compact(keep_events=keep_events)
         say(f"removed {plural(stats.nodes, 'message')}, {plural(stats.events, 'event')}, "
             f"{plural(stats.sessions, 'expired session')}")
+
+
+@app.command()
+def reindex(
+    embedder: Annotated[str, typer.Option(
+        help="wordllama (built in), or module:attr naming an embedder.")] = "wordllama",
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Delete every stored vector first, and record this embedder.")
+    ] = False,
+    batch: Annotated[int, typer.Option(min=1, help="Texts embedded per batch.")] = 256,
+    url: UrlOption = None,
+) -> None:
+    """Store the search vectors the store is missing (resumable: run it again)."""
+    from memvault import reindex as recall
+
+    chosen = recall.load_embedder(embedder)
+    with recall.open_for_reindex(store_url(url), chosen, replace=replace) as store, \
+            progress_bar("reindexing sessions") as update:
+        stats = recall.reindex(store, batch=batch, progress=update)
+    say(f"reindexed {plural(stats.sessions, 'session')}: {plural(stats.embedded, 'text')} "
+        f"embedded, {stats.texts - stats.embedded} already stored")
 
 
 @app.command()

@@ -103,7 +103,9 @@ def as_the_release_left_it(schema: str) -> None:
         conn.execute(f'DROP TABLE "{schema}".functions')
 
 
-@pytest.mark.parametrize("start", range(1, latest()))
+# Every frozen release (later versions ship their functions in functions.sql, which
+# as_released cannot replay).
+@pytest.mark.parametrize("start", range(1, len(list(HISTORY.glob("*.sql"))) + 1))
 def test_an_older_schema_upgrades_and_keeps_its_data_and_refusals(
         schema: str, monkeypatch: pytest.MonkeyPatch, start: int) -> None:
     """Failing: a later migration or functions.sql that does not apply over an older

@@ -23,6 +23,7 @@
 -- chain walk became checked (_chain: a broken chain raised nothing, history returned
 -- fewer messages, or the head repeated), pop refuses a body that is not a JSON object
 -- before changing anything, and delete answers false for an expired session.
+-- Version 6 added the search vectors' functions (vector_space ... put_vectors).
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -690,3 +691,31 @@ BEGIN
                                                v_depth - p_base))) c
         ORDER BY c.depth;
 END $$;
+
+-- Search vectors (006_vectors.sql). put_vectors keeps a stored key's vector: the
+-- same text under the same embedder has the same vector.
+CREATE OR REPLACE FUNCTION @schema@.vector_space() RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT space FROM @schema@.vector_space LIMIT 1
+$$;
+
+CREATE OR REPLACE FUNCTION @schema@.set_vector_space(p_space text, p_reset boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_reset THEN
+        DELETE FROM @schema@.vectors;
+    END IF;
+    DELETE FROM @schema@.vector_space;
+    INSERT INTO @schema@.vector_space (space) VALUES (p_space);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.get_vectors(p_keys text[])
+RETURNS TABLE (key text, vec bytea) LANGUAGE sql STABLE AS $$
+    SELECT v.key, v.vec FROM @schema@.vectors v WHERE v.key = ANY (p_keys)
+$$;
+
+CREATE OR REPLACE FUNCTION @schema@.put_vectors(p_keys text[], p_vecs bytea[])
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO @schema@.vectors (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
+    ON CONFLICT (key) DO NOTHING
+$$;

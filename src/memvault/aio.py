@@ -13,7 +13,17 @@ from typing import Any
 from memvault.backends.base import AsyncBackend
 from memvault.embedders import aembed
 from memvault.messages import Message, MessageLike, Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
+from memvault.model import (
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    check_batch,
+    check_count,
+)
+from memvault.paging import SessionPage, check_page, page_of
 from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
@@ -148,6 +158,12 @@ class AsyncStore:
     async def sessions(self) -> list[str]:
         return await self.backend.sessions(self.options.now())
 
+    async def sessions_page(self, limit: int = 100, *, cursor: str | None = None,
+                            order: str = "id", descending: bool = False,
+                            match: str | None = None) -> SessionPage:
+        query = check_page(limit, cursor, order, descending, match)
+        return page_of(query, await self.backend.sessions_page(query, self.options.now()))
+
     async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
                      ) -> list[Hit]:
         terms, k = check_query(query, k)
@@ -155,10 +171,12 @@ class AsyncStore:
         return await self.recall(query, terms, [(sid, await self.session(sid).history(full=True))
                                                 for sid in ids], k)
 
-    async def compact(self, keep_events: int | None = None) -> CompactStats:
+    async def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
         if keep_events is not None:
             check_count("keep_events", keep_events)
-        return await self.backend.compact(keep_events, self.options.now())
+        check_batch(batch)
+        return await self.backend.compact(keep_events, self.options.now(), batch, progress)
 
     async def close(self) -> None:
         await self.backend.close()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from memvault.backends import compaction
 from memvault.backends.base import Stored, Write
 from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
     CorruptRecordError,
@@ -30,7 +31,18 @@ from memvault.errors import (  # the texts every backend shares: redis_ops impor
     version_conflict,
 )
 from memvault.messages import Record, decode_message
-from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.model import (
+    AUTO_PREFIX,
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    to_datetime,
+    utc,
+)
+from memvault.paging import Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -415,12 +427,7 @@ class Engine:
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            if row is None:
-                return None
-            return SessionInfo(
-                session_id, row.version, row.view, utc(row.created_at),
-                utc(row.updated_at), to_datetime(row.expires_at), row.summarized,
-            )
+            return None if row is None else _info(row)
 
     def pop(self, session_id: str, w: Write) -> Stored | None:
         """Hide the newest message of the context view. When that is the summary (no
@@ -576,39 +583,25 @@ class Engine:
         with self.transaction(False) as txn:
             return sorted(row.name for row in txn.rows() if row.live(now))
 
-    def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        nodes = events = sessions = 0
-        with self.transaction(True) as txn:
-            for row in txn.rows():
-                if not row.live(now):
-                    nodes += txn.purge(row)
-                    sessions += 1
-                    continue
-                if keep_events is not None:
-                    events += txn.drop_events(row, keep_events)
-                snaps = txn.snapshots(row)
-                pointers = [(row.head, row.base)] + [(s.head, s.base) for s in snaps]
-                for e in txn.events(row):
-                    pointers += [(e.head_before, e.base_before), (e.head_after, e.base_after)]
-                summaries = [row.summary] + [s.summary for s in snaps]
-                links = txn.links(row)
-                dead = set(links) - _reachable(row.name, links, pointers) \
-                    - _summaries(links, summaries)
-                if dead:
-                    txn.delete_nodes(row, sorted(dead))
-                    nodes += len(dead)
-        return CompactStats(nodes=nodes, events=events, sessions=sessions)
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """Every live row, filtered, ordered and cut in Python (O(sessions)); a backend
+        with an index on the keys overrides it."""
+        with self.transaction(False) as txn:
+            return select(query, [(info, key_of(info, query.order, (row.updated_at,
+                                                                       row.expires_at)))
+                                  for row in txn.rows() if row.live(now)
+                                  for info in [_info(row)]])
+
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
+        return compaction.compact(self.transaction, keep_events, now, batch, progress)
 
 
-def _summaries(links: dict[int, tuple[int, int]], pointers: list[int]) -> set[int]:
-    """Summary nodes a session or snapshot points at, and the earlier summaries
-    behind each (a pop of the summary brings its predecessor back)."""
-    keep: set[int] = set()
-    for node in pointers:
-        while node in links and node not in keep:
-            keep.add(node)
-            node = links[node][0]
-    return keep
+def _info(row: Row) -> SessionInfo:
+    return SessionInfo(row.name, row.version, row.view, utc(row.created_at),
+                       utc(row.updated_at), to_datetime(row.expires_at), row.summarized)
+
+
 
 
 def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:
@@ -626,24 +619,3 @@ def _read(txn: Txn, row: Row, head: int, top: int, count: int,
     count = max(0, count if last is None else min(last, count))
     nodes = Engine._chain(txn, row, head, top, count)
     return [(n.depth, n.body) for n in reversed(nodes)]
-
-
-def _reachable(session_id: str, links: dict[int, tuple[int, int]],
-               pointers: list[tuple[int, int]]) -> set[int]:
-    """Nodes visible from any ``(head, base)`` pointer: the chain above its base.
-
-    Raises:
-        CorruptRecordError: a chain is broken (then nothing is deleted: what lies
-            below the break may still be wanted).
-    """
-    keep: set[int] = set()
-    for head, base in set(pointers):
-        if head not in links:
-            continue  # nothing above the base (a cleared head is garbage itself), or none
-        node, depth = head, links[head][1]
-        while depth > base:
-            if node not in links or links[node][1] != depth:
-                raise broken_chain(session_id, depth)
-            keep.add(node)
-            node, depth = links[node][0], depth - 1
-    return keep

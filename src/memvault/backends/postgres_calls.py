@@ -30,7 +30,19 @@ from memvault.errors import (
     OutcomeUnknownError,
 )
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.model import (
+    COMPACT_STEP_NODES,
+    CompactProgress,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    to_datetime,
+    utc,
+)
+from memvault.paging import Listed, PageQuery
+from memvault.sansio import Operation
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
@@ -53,7 +65,9 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "log": ("bytea", "float8"),
     "delete": ("bytea", "float8"),
     "sessions": ("float8",),
-    "compact": ("bigint", "float8"),
+    "sessions_page": ("text", "bool", "bytea", "float8", "bytea", "int8", "float8"),
+    "compact_plan": (),
+    "compact_step": ("bigint", "bigint", "bigint", "bigint", "bigint", "float8"),
     "vector_space": (),
     "set_vector_space": ("text", "bool"),
     "get_vectors": ("text[]",),
@@ -148,13 +162,27 @@ def _ignore(rows: Rows) -> None:
     return None
 
 
-def _compact_stats(rows: Rows) -> CompactStats:
-    nodes, events, sessions = rows[0]
-    return CompactStats(nodes=nodes, events=events, sessions=sessions)
+def _row(rows: Rows) -> tuple[Any, ...]:
+    return rows[0]
+
+
+def _compact_damage(state: str, detail: str) -> MemvaultError | None:
+    """compact's broken chain (DETAIL: the depth, the session's name in hex)."""
+    if state == BROKEN_CHAIN:
+        depth, name = detail.split(" ")
+        return errors.broken_chain(bytes.fromhex(name).decode("utf-8"), int(depth))
+    return None
 
 
 def _names(rows: Rows) -> list[str]:
     return sorted(bytes(r[0]).decode("utf-8") for r in rows)
+
+
+def _listed(rows: Rows) -> list[Listed]:
+    """Rows of sessions_page: a session's info, then its key (as float8, which the
+    function casts back for an integer order: exact below 2**53)."""
+    return [(SessionInfo(bytes(r[0]).decode("utf-8"), r[1], r[2], utc(r[3]), utc(r[4]),
+                         to_datetime(r[5]), r[6]), r[7]) for r in rows]
 
 
 class Calls:
@@ -325,8 +353,27 @@ class Calls:
     def sessions(self, now: float) -> Call[list[str]]:
         return self._call("sessions", (now,), _names, write=False)
 
-    def compact(self, keep_events: int | None, now: float) -> Call[CompactStats]:
-        return self._call("compact", (keep_events, now), _compact_stats, write=True)
+    def sessions_page(self, query: PageQuery, now: float) -> Call[list[Listed]]:
+        after_key, after = query.after if query.after else (None, None)
+        params = (query.order, query.descending, _utf8(query.match), after_key,
+                  _optional_utf8(after), query.limit, now)
+        return self._call("sessions_page", params, _listed, write=False)
+
+    def compact(self, keep_events: int | None, now: float, batch: int,
+                progress: Progress | None) -> Operation[Call[Any], CompactStats]:
+        """Steps of at most ``batch`` sessions, each one call (its own transaction),
+        over the sessions stored when it began; ``progress`` after each."""
+        total, until = yield self._call("compact_plan", (), _row, write=False)
+        after, done, stats = 0, 0, CompactStats()
+        while True:
+            params = (after, until, batch, COMPACT_STEP_NODES, keep_events, now)
+            *removed, took, last = yield self._call("compact_step", params, _row, write=True,
+                                                    refuse=_compact_damage)
+            if last is None:
+                return stats
+            after, done, stats = last, done + took, stats + CompactStats(*removed)
+            if progress is not None:
+                progress(CompactProgress(done, total, stats))
 
 
 def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> MemvaultError:

@@ -5,8 +5,8 @@ Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
 (snapshots and rollback), ``SummariesContract`` (summarize, the two views),
 ``SearchContract``, ``VectorsContract`` (semantic and hybrid search, with the
-test embedder :class:`ConceptEmbedder`),
-``VersionsContract`` (``history(at_version=N)``),
+test embedder :class:`ConceptEmbedder`), ``VersionsContract``
+(``history(at_version=N)``), ``PagingContract`` (``sessions_page``),
 ``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
 ``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
 ``TtlContract``, ``FaultsContract`` (errors and retries) and ``ModelContract``
@@ -22,6 +22,7 @@ from memvault.testing.contract.corruption import CHAIN_DAMAGE, CorruptionContrac
 from memvault.testing.contract.durability import DurabilityContract
 from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
+from memvault.testing.contract.paging import PagingContract
 from memvault.testing.contract.reference import ModelContract
 from memvault.testing.contract.search import SearchContract
 from memvault.testing.contract.serialization import SerializationContract
@@ -41,6 +42,7 @@ class StoreContract(
     SearchContract,
     VectorsContract,
     VersionsContract,
+    PagingContract,
     SerializationContract,
     CorruptionContract,
     InputsContract,
@@ -74,6 +76,7 @@ __all__ = [
     "FaultsContract",
     "InputsContract",
     "ModelContract",
+    "PagingContract",
     "SearchContract",
     "SerializationContract",
     "SnapshotsContract",

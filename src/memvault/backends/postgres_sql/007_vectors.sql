@@ -1,4 +1,4 @@
--- memvault PostgreSQL schema, version 6: search vectors (memvault.vectors).
+-- memvault PostgreSQL schema, version 7: search vectors (memvault.vectors).
 --
 -- One vector per distinct searchable text, keyed by the text's hash, as float32
 -- bytes: an index beside the chain (dropping it loses nothing: `memvault reindex`

@@ -796,12 +796,15 @@ BEGIN
         ORDER BY c.depth;
 END $$;
 
--- Search vectors (006_vectors.sql). put_vectors keeps a stored key's vector: the
--- same text under the same embedder has the same vector.
+-- Search vectors (007_vectors.sql). put_vectors keeps a stored key's vector: the
+-- same text under the same embedder has the same vector. PL/pgSQL, whose bodies are
+-- not checked against the tables when created: a schema migrated up to an older
+-- version (before 7) still takes this file.
 CREATE OR REPLACE FUNCTION @schema@.vector_space() RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT space FROM @schema@.vector_space LIMIT 1
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT v.space FROM @schema@.vector_space v LIMIT 1);
+END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.set_vector_space(p_space text, p_reset boolean)
 RETURNS void LANGUAGE plpgsql AS $$
@@ -814,12 +817,14 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.get_vectors(p_keys text[])
-RETURNS TABLE (key text, vec bytea) LANGUAGE sql STABLE AS $$
-    SELECT v.key, v.vec FROM @schema@.vectors v WHERE v.key = ANY (p_keys)
-$$;
+RETURNS TABLE (key text, vec bytea) LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT v.key, v.vec FROM @schema@.vectors v WHERE v.key = ANY (p_keys);
+END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.put_vectors(p_keys text[], p_vecs bytea[])
-RETURNS void LANGUAGE sql AS $$
-    INSERT INTO @schema@.vectors (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
-    ON CONFLICT (key) DO NOTHING
-$$;
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO @schema@.vectors AS v (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
+    ON CONFLICT (key) DO NOTHING;
+END $$;

@@ -254,7 +254,8 @@ class Txn(Protocol):
         ...
 
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
-        """Delete these nodes of the session (none of them is reachable any more)."""
+        """Delete these nodes of the session (none of them is reachable any more;
+        one a concurrent compact deleted already is skipped)."""
         ...
 
     # Search vectors (memvault.vectors): store-wide, keyed by their text's hash.

@@ -84,11 +84,11 @@ class Raw:
     def __init__(self, url: str) -> None:
         self.db = psycopg.connect(url, autocommit=True)
         self.db.execute(sql.SQL("""
-            CREATE TABLE {s}.messages (id bigint GENERATED ALWAYS AS IDENTITY,
+            CREATE TABLE IF NOT EXISTS {s}.messages (id bigint GENERATED ALWAYS AS IDENTITY,
                                        session text NOT NULL, body text NOT NULL,
                                        PRIMARY KEY (session, id));
-            CREATE TABLE {s}.heads (session text PRIMARY KEY, head bigint NOT NULL);
-            CREATE TABLE {s}.snapshots (session text NOT NULL, name text NOT NULL,
+            CREATE TABLE IF NOT EXISTS {s}.heads (session text PRIMARY KEY, head bigint NOT NULL);
+            CREATE TABLE IF NOT EXISTS {s}.snapshots (session text NOT NULL, name text NOT NULL,
                                         head bigint NOT NULL, PRIMARY KEY (session, name));
         """).format(s=sql.Identifier(SCHEMA)))
         q = {name: sql.SQL(text).format(s=sql.Identifier(SCHEMA)).as_string(self.db)

@@ -81,11 +81,13 @@ def hits(matches: Iterable[Match]) -> list[Hit]:
                 m.score, m.hidden) for m in matches]
 
 
-def no_index(backend: object) -> ConfigurationError:
-    """The error for ``include_hidden=True`` on a backend searched by scan."""
+def no_index(backend: object, hybrid: bool = False) -> ConfigurationError:
+    """The error for ``include_hidden=True`` where the full views are searched (a
+    backend without a lexical index, or a store with an embedder)."""
+    why = ("hybrid search (embedder=) ranks the full views" if hybrid else
+           f"{type(backend).__name__} has no search index: search scans the full views")
     return ConfigurationError(
-        f"{type(backend).__name__} has no search index: search scans the full view, "
-        "which holds no hidden message, so include_hidden=True cannot be answered")
+        f"{why}, which hold no hidden message, so include_hidden=True cannot be answered")
 
 
 def rank(terms: Sequence[str], histories: Iterable[tuple[str, list[Message]]],

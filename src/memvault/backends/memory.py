@@ -40,10 +40,18 @@ class _Session:
     summaries: set[int] = field(default_factory=set)
 
 
+@dataclass
+class _Vectors:
+    space: str | None = None
+    items: dict[str, bytes] = field(default_factory=dict)
+
+
 class _MemoryTxn:
-    def __init__(self, data: dict[str, _Session], index: WordIndex) -> None:
+    def __init__(self, data: dict[str, _Session], index: WordIndex, vectors: _Vectors
+                 ) -> None:
         self._data = data
         self._index = index
+        self._vectors = vectors
 
     def load(self, name: str) -> Row | None:
         s = self._data.get(name)
@@ -120,9 +128,26 @@ class _MemoryTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         s = self._data[row.name]
         for node in nodes:
-            del s.ids[s.nodes.pop(node).msg_id]
-            s.summaries.discard(node)
-            self._index.remove((row.name, node))
+            if node in s.nodes:  # not deleted by a concurrent compact
+                del s.ids[s.nodes.pop(node).msg_id]
+                s.summaries.discard(node)
+                self._index.remove((row.name, node))
+
+    def vector_space(self) -> str | None:
+        return self._vectors.space
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        if reset:
+            self._vectors.items.clear()
+        self._vectors.space = space
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        items = self._vectors.items
+        return {k: items[k] for k in keys if k in items}
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        for key, blob in items:
+            self._vectors.items.setdefault(key, blob)
 
     def matches(self, row: Row | None, terms: Sequence[str]
                 ) -> Iterator[tuple[int | str, int, bool, float]]:
@@ -142,12 +167,13 @@ class MemoryBackend(IndexedEngine):
     def __init__(self) -> None:
         self._data: dict[str, _Session] = {}
         self._index = WordIndex()
+        self._vectors = _Vectors()
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[_MemoryTxn]:
         with self._lock:
-            yield _MemoryTxn(self._data, self._index)
+            yield _MemoryTxn(self._data, self._index, self._vectors)
 
 
 def open_backend(url: str, **options: Any) -> Backend:

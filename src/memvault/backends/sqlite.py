@@ -34,10 +34,11 @@ from memvault.errors import (
     ConfigurationError,
     message_missing,
 )
-from memvault.model import Event, Snapshot, check_seconds, utc
+from memvault.model import Event, SessionInfo, Snapshot, check_seconds, to_datetime, utc
+from memvault.paging import Listed, PageQuery
 from memvault.words import body_words
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -75,6 +76,19 @@ MIGRATIONS = {
     ALTER TABLE snapshots ADD COLUMN summary INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE snapshots ADD COLUMN through INTEGER NOT NULL DEFAULT 0;
     """,
+    # Paged listing: one index per order (then name), so a page reads only its rows.
+    # The computed keys are virtual columns: SQLite seeks an index by a row value
+    # (key, name) > (?, ?) on columns, not on an expression index.
+    3: """
+    ALTER TABLE sessions ADD COLUMN length_key INTEGER GENERATED ALWAYS AS (
+        depth - max(base, through) + (summary <> 0 AND through > base)) VIRTUAL;
+    ALTER TABLE sessions ADD COLUMN expires_key REAL GENERATED ALWAYS AS (
+        ifnull(expires_at, 1e308)) VIRTUAL;
+    CREATE INDEX sessions_by_version ON sessions (version, name);
+    CREATE INDEX sessions_by_length ON sessions (length_key, name);
+    CREATE INDEX sessions_by_updated ON sessions (updated_at, name);
+    CREATE INDEX sessions_by_expires ON sessions (expires_key, name);
+    """,
     # Search: an FTS5 index of every node's words (memvault.search.body_words, joined
     # by spaces, so FTS5's tokenizer only splits them again), beside the chain and
     # filled from it by _backfill. Its rowid names the node (_rowid). detail=full:
@@ -84,13 +98,18 @@ MIGRATIONS = {
     # each append cost it 40 us more for the segment FTS5 writes at each commit,
     # whatever its detail, and the words 30 us more (95 -> 175 us median per
     # append, durability=normal, load 11).
-    3: """
+    4: """
     CREATE VIRTUAL TABLE search USING fts5(
         words, tokenize = 'unicode61 remove_diacritics 0'
     );
     CREATE TABLE search_pending (id INTEGER PRIMARY KEY);
     """,
 }
+# Each order's key column (the id order: the name itself); 1e308 is paging.NEVER.
+_KEYS = {"id": "NULL", "version": "version", "length": "length_key",
+         "updated": "updated_at", "expires": "expires_key"}
+_LISTED = ("name, version, length_key, created_at, updated_at, expires_at, "
+           "CASE WHEN summary <> 0 AND through > base THEN through - base ELSE 0 END")
 _SUMMARY_BIT = 1 << 32
 _SESSION_SHIFT = 33
 
@@ -163,6 +182,14 @@ FROM s LEFT JOIN nodes n ON n.sid = s.sid AND n.node = s.summary
 WHERE s.shows AND (:count < 0 OR :count > s.above)
 """
 
+
+# Search vectors (memvault.vectors): an index beside the chain, created when a store
+# is first opened with an embedder, outside the versioned schema (dropping it loses
+# nothing: `memvault reindex` rebuilds it). One float32 vector per text hash.
+_VECTORS = (
+    "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS vector_space (space TEXT NOT NULL)",
+)
 
 _MAX_IN = 64
 _PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
@@ -374,6 +401,31 @@ class _SqliteTxn:
     def ancestors(self, row: Row, head: int, count: int) -> list[int]:
         return [r[0] for r in self._db.execute(_ANCESTORS, (head, row.key, count))]
 
+    def _has_vectors(self) -> bool:
+        return self._one("SELECT 1 FROM sqlite_master WHERE name = 'vectors'") is not None
+
+    def vector_space(self) -> str | None:
+        r = self._one("SELECT space FROM vector_space") if self._has_vectors() else None
+        return r[0] if r else None
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        for statement in _VECTORS:
+            self._db.execute(statement)
+        if reset:
+            self._db.execute("DELETE FROM vectors")
+        self._db.execute("DELETE FROM vector_space")
+        self._db.execute("INSERT INTO vector_space (space) VALUES (?)", (space,))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        if not keys or not self._has_vectors():
+            return {}
+        cur = self._db.execute("SELECT key, vec FROM vectors WHERE key IN"
+                               " (SELECT value FROM json_each(?))", (json.dumps(list(keys)),))
+        return dict(cur.fetchall())
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._db.executemany("INSERT OR IGNORE INTO vectors (key, vec) VALUES (?, ?)", items)
+
 
 class SqliteBackend(IndexedEngine):
     """A SQLite database file shared by any number of threads and processes.
@@ -473,7 +525,7 @@ class SqliteBackend(IndexedEngine):
                     for statement in MIGRATIONS[version].split(";"):
                         if statement.strip():
                             db.execute(statement)
-                    if version == 3:
+                    if version == 4:
                         _backfill(db)
                     db.execute(f"PRAGMA user_version = {version}")
         except sqlite3.DatabaseError as exc:
@@ -567,6 +619,34 @@ class SqliteBackend(IndexedEngine):
             return super().search(session_ids, terms, k, include_hidden, now)
         finally:
             self._local.lagging = None
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """One indexed range scan: ``(key, name)`` after the cursor, in the index's
+        order, skipping expired rows (compact removes them) and names without
+        ``match`` (a rare match makes the scan go further)."""
+        key, sign = _KEYS[query.order], "<" if query.descending else ">"
+        where, args = ["(expires_at IS NULL OR expires_at > ?)"], list[Any]([now])
+        if query.match:
+            where.append("instr(name, ?) > 0")
+            args.append(query.match)
+        if query.after is not None:
+            after_key, after_id = query.after
+            if query.order == "id":
+                where.append(f"name {sign} ?")
+                args.append(after_id)
+            else:
+                where.append(f"({key}, name) {sign} (?, ?)")
+                args += [after_key, after_id]
+        way = "DESC" if query.descending else "ASC"
+        order = "name" if query.order == "id" else f"{key} {way}, name"
+        sql = (f"SELECT {_LISTED}, {key} FROM sessions WHERE {' AND '.join(where)} "
+               f"ORDER BY {order} {way} LIMIT ?")
+        db = self._connect()
+        try:
+            rows = db.execute(sql, [*args, query.limit]).fetchall()
+        except sqlite3.Error as exc:
+            raise _driver_error(db, exc) from exc
+        return [(SessionInfo(r[0], r[1], r[2], utc(r[3]), utc(r[4]), to_datetime(r[5]), r[6]),
+                 r[7]) for r in rows]
 
     def close(self) -> None:
         with self._lock:

@@ -83,6 +83,9 @@ _PEERS_FULL = ("--calls", "1000", "--warmup", "200", "--runs", "3", "--langchain
 
 _SERVICES = ("--redis-url", "{redis_url}", "--pg-url", "{pg_url}")
 
+# compact over the 1M-message store (full) or a small one (quick), while appends run
+_COMPACT_QUICK = ("--sessions", "2000", "--messages", "20000", "--rounds", "1", "--idle", "2")
+
 BENCHMARKS: list[Entry] = [
     Entry("sqlite", "bench_sqlite.py", (*_PEERS_QUICK, "--dir", "{tmp}"),
           (*_PEERS_FULL, "--dir", "{tmp}")),
@@ -116,6 +119,11 @@ BENCHMARKS: list[Entry] = [
           ("--messages", "1000000", "--sessions", "100000", "--calls", "300", "--warmup", "50",
            "--runs", "3", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
            "--json", "{json}"), needs=(REDIS, POSTGRES)),
+    *(Entry(f"compact-{name}", "bench_compact.py", (*store, *_COMPACT_QUICK), store,
+            needs=needs) for name, store, needs in (
+        ("sqlite", ("sqlite:///{tmp}/compact.db?durability=normal",), ()),
+        ("postgres", ("{pg_url}", "--schema", "bench_compact", "--drop"), (POSTGRES,)),
+        ("redis", ("{redis_url}", "--prefix", "bench-compact", "--drop"), (REDIS,)))),
 ]
 
 

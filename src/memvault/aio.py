@@ -22,6 +22,7 @@ from memvault.model import (
     check_batch,
     check_count,
 )
+from memvault.paging import SessionPage, check_page, page_of
 from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
@@ -124,6 +125,12 @@ class AsyncStore:
 
     async def sessions(self) -> list[str]:
         return await self.backend.sessions(self.options.now())
+
+    async def sessions_page(self, limit: int = 100, *, cursor: str | None = None,
+                            order: str = "id", descending: bool = False,
+                            match: str | None = None) -> SessionPage:
+        query = check_page(limit, cursor, order, descending, match)
+        return page_of(query, await self.backend.sessions_page(query, self.options.now()))
 
     async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
                      ) -> list[Hit]:

@@ -37,6 +37,7 @@ from memvault.model import (
     check_count,
     check_seconds,
 )
+from memvault.paging import SessionPage, check_page, page_of
 from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.urls import open_backend, redact, resolve
 
@@ -355,8 +356,41 @@ class Store:
         return Session(self, session_id)
 
     def sessions(self) -> list[str]:
-        """Ids of the live (unexpired) sessions, sorted."""
+        """Ids of the live (unexpired) sessions, sorted: all of them in one list (its
+        cost grows with the store). :meth:`sessions_page` lists them a page at a time."""
         return self.backend.sessions(self.options.now())
+
+    def sessions_page(self, limit: int = 100, *, cursor: str | None = None,
+                      order: str = "id", descending: bool = False,
+                      match: str | None = None) -> SessionPage:
+        """One page of the live sessions, with their info, and the cursor to the next.
+
+        A page costs about the same however many sessions the store holds (SQLite,
+        PostgreSQL and Redis keep an index per order; the memory and JSON-file stores
+        sort in Python). Paging is by position, not offset: a session that exists
+        throughout a walk and whose key does not change meanwhile is listed exactly
+        once, whatever is inserted or deleted meanwhile (a session written during a
+        walk ordered by version, length, updated or expires may move).
+
+        Args:
+            limit: sessions per page, 1 to 10,000.
+            cursor: the previous page's ``cursor`` (None: the first page). It must be
+                passed with the same ``order``, ``descending`` and ``match``.
+            order: ``"id"``, ``"version"``, ``"length"``, ``"updated"`` or ``"expires"``
+                (sessions that never expire come after every date), then by id.
+            descending: the order reversed.
+            match: only ids that contain this text (case-sensitive). A filter that
+                matches few sessions makes a page read further.
+
+        Returns:
+            The page: ``sessions`` (``SessionInfo``s) and ``cursor`` (None after the
+            last page).
+
+        Raises:
+            InvalidArgumentError: a bad limit, order, match or cursor; nothing was read.
+        """
+        query = check_page(limit, cursor, order, descending, match)
+        return page_of(query, self.backend.sessions_page(query, self.options.now()))
 
     def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
                ) -> list[Hit]:

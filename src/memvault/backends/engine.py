@@ -42,6 +42,7 @@ from memvault.model import (
     to_datetime,
     utc,
 )
+from memvault.paging import Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -253,7 +254,8 @@ class Txn(Protocol):
         ...
 
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
-        """Delete these nodes of the session (none of them is reachable any more)."""
+        """Delete these nodes of the session (none of them is reachable any more;
+        one a concurrent compact deleted already is skipped)."""
         ...
 
 
@@ -384,12 +386,7 @@ class Engine:
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            if row is None:
-                return None
-            return SessionInfo(
-                session_id, row.version, row.view, utc(row.created_at),
-                utc(row.updated_at), to_datetime(row.expires_at), row.summarized,
-            )
+            return None if row is None else _info(row)
 
     def pop(self, session_id: str, w: Write) -> Stored | None:
         """Hide the newest message of the context view. When that is the summary (no
@@ -544,9 +541,25 @@ class Engine:
         with self.transaction(False) as txn:
             return sorted(row.name for row in txn.rows() if row.live(now))
 
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """Every live row, filtered, ordered and cut in Python (O(sessions)); a backend
+        with an index on the keys overrides it."""
+        with self.transaction(False) as txn:
+            return select(query, [(info, key_of(info, query.order, (row.updated_at,
+                                                                       row.expires_at)))
+                                  for row in txn.rows() if row.live(now)
+                                  for info in [_info(row)]])
+
     def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         return compaction.compact(self.transaction, keep_events, now, batch, progress)
+
+
+def _info(row: Row) -> SessionInfo:
+    return SessionInfo(row.name, row.version, row.view, utc(row.created_at),
+                       utc(row.updated_at), to_datetime(row.expires_at), row.summarized)
+
+
 
 
 def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:

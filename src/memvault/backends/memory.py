@@ -106,7 +106,8 @@ class _MemoryTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         s = self._data[row.name]
         for node in nodes:
-            del s.ids[s.nodes.pop(node).msg_id]
+            if node in s.nodes:  # not deleted by a concurrent compact
+                del s.ids[s.nodes.pop(node).msg_id]
 
 
 class MemoryBackend(Engine):

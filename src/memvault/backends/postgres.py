@@ -69,6 +69,7 @@ from memvault.model import (
     Snapshot,
     check_seconds,
 )
+from memvault.paging import Listed, PageQuery
 from memvault.sansio import drive, drive_async
 
 __all__ = [
@@ -304,6 +305,9 @@ class PostgresBackend:
     def sessions(self, now: float) -> list[str]:
         return self._run(self._calls.sessions(now))
 
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return self._run(self._calls.sessions_page(query, now))
+
     def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         return drive(self._calls.compact(keep_events, now, batch, progress), self._run)
@@ -396,6 +400,9 @@ class AsyncPostgresBackend:
 
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._calls.sessions(now))
+
+    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return await self._run(self._calls.sessions_page(query, now))
 
     async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                       progress: Progress | None = None) -> CompactStats:

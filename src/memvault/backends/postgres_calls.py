@@ -41,6 +41,7 @@ from memvault.model import (
     to_datetime,
     utc,
 )
+from memvault.paging import Listed, PageQuery
 from memvault.sansio import Operation
 
 T = TypeVar("T")
@@ -64,6 +65,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "log": ("bytea", "float8"),
     "delete": ("bytea", "float8"),
     "sessions": ("float8",),
+    "sessions_page": ("text", "bool", "bytea", "float8", "bytea", "int8", "float8"),
     "compact_plan": (),
     "compact_step": ("bigint", "bigint", "bigint", "bigint", "bigint", "float8"),
 }
@@ -170,6 +172,13 @@ def _compact_damage(state: str, detail: str) -> MemvaultError | None:
 
 def _names(rows: Rows) -> list[str]:
     return sorted(bytes(r[0]).decode("utf-8") for r in rows)
+
+
+def _listed(rows: Rows) -> list[Listed]:
+    """Rows of sessions_page: a session's info, then its key (as float8, which the
+    function casts back for an integer order: exact below 2**53)."""
+    return [(SessionInfo(bytes(r[0]).decode("utf-8"), r[1], r[2], utc(r[3]), utc(r[4]),
+                         to_datetime(r[5]), r[6]), r[7]) for r in rows]
 
 
 class Calls:
@@ -309,6 +318,12 @@ class Calls:
 
     def sessions(self, now: float) -> Call[list[str]]:
         return self._call("sessions", (now,), _names, write=False)
+
+    def sessions_page(self, query: PageQuery, now: float) -> Call[list[Listed]]:
+        after_key, after = query.after if query.after else (None, None)
+        params = (query.order, query.descending, _utf8(query.match), after_key,
+                  _optional_utf8(after), query.limit, now)
+        return self._call("sessions_page", params, _listed, write=False)
 
     def compact(self, keep_events: int | None, now: float, batch: int,
                 progress: Progress | None) -> Operation[Call[Any], CompactStats]:

@@ -51,6 +51,7 @@ from memvault.model import (
     to_datetime,
     utc,
 )
+from memvault.paging import Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -107,7 +108,15 @@ class Fetch:
     keys: Sequence[bytes]
 
 
-Request = Eval | Scan | Fetch
+@dataclass(frozen=True)
+class Batch:
+    """Several :class:`Eval` requests, pipelined (each one atomic on its own); the
+    reply is the list of their replies."""
+
+    evals: Sequence[Eval]
+
+
+Request = Eval | Scan | Fetch | Batch
 Op = Generator[Request, Any, T]
 """An operation: run by :func:`memvault.sansio.drive` (or ``drive_async``)."""
 
@@ -234,6 +243,14 @@ def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
         return [_stored(session_id, reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
 
 
+def _info(session_id: str, reply: list[Any]) -> tuple[SessionInfo, tuple[float, float | None]]:
+    """The info script's reply: the session's info, and its times as stored."""
+    version, length, created, updated, expires, summarized = reply
+    times = float(updated), float(expires) if expires else None
+    return SessionInfo(session_id, version, length, utc(float(created)), utc(times[0]),
+                       to_datetime(times[1]), summarized), times
+
+
 def _pairs(records: Sequence[Record]) -> list[str]:
     return [part for r in records for part in (r.id, r.body)]
 
@@ -276,12 +293,7 @@ class Operations:
 
     def info(self, session_id: str, now: float) -> Op[SessionInfo | None]:
         reply = yield self._read(session_id, "info", now)
-        if reply is None:
-            return None
-        version, length, created, updated, expires, summarized = reply
-        return SessionInfo(session_id, version, length, utc(float(created)),
-                           utc(float(updated)), to_datetime(float(expires) if expires else None),
-                           summarized)
+        return None if reply is None else _info(session_id, reply)[0]
 
     def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
         reply = yield self._write(session_id, "pop", w)
@@ -373,6 +385,20 @@ class Operations:
                 if head is not None and (expires is None or float(expires) > now):
                     live.append(session_id)
         return sorted(live)
+
+    def sessions_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
+        """Reads every matching session's info and orders them in Python:
+        O(sessions) per page."""
+        ids = [sid for sid in (yield from self.sessions(now)) if query.match in sid]
+        listed: list[Listed] = []
+        for start in range(0, len(ids), _FETCH_BATCH):
+            batch = ids[start:start + _FETCH_BATCH]
+            replies = yield Batch([self._read(sid, "info", now) for sid in batch])
+            for sid, reply in zip(batch, replies, strict=True):
+                if reply is not None:
+                    info, times = _info(sid, reply)
+                    listed.append((info, key_of(info, query.order, times)))
+        return select(query, listed)
 
     def compact(self, keep_events: int | None, now: float, batch: int,
                 progress: Progress | None) -> Op[CompactStats]:

@@ -126,7 +126,7 @@ class JsonTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         table = self.sessions[row.name]["nodes"]
         for node in nodes:
-            del table[str(node)]
+            table.pop(str(node), None)  # a concurrent compact may have deleted it
 
 
 class JsonFileBackend(Engine):

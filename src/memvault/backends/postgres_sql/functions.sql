@@ -576,6 +576,60 @@ LANGUAGE sql STABLE AS $$
     WHERE s.expires_at IS NULL OR s.expires_at > p_now
 $$;
 
+-- One page of the live sessions (Store.sessions_page): info and key of at most
+-- p_limit sessions after (p_after_key, p_after) in the order p_order (then name),
+-- descending if p_desc; names containing p_match. Each order's key is the
+-- expression an index of 006_session_pages.sql holds, so the page is one index
+-- range scan whatever the statistics say (expired rows and names without p_match
+-- are skipped on the way): with sequential scans and sorts off for this function, a
+-- table the statistics claim empty is still read through the order's index.
+CREATE OR REPLACE FUNCTION @schema@.sessions_page(
+    p_order text, p_desc boolean, p_match bytea, p_after_key double precision,
+    p_after bytea, p_limit bigint, p_now double precision
+) RETURNS TABLE (name bytea, version bigint, length bigint, created_at double precision,
+                 updated_at double precision, expires_at double precision,
+                 summarized bigint, key double precision)
+LANGUAGE plpgsql STABLE SET enable_seqscan = off SET enable_sort = off
+    SET enable_bitmapscan = off AS $$
+DECLARE
+    v_key text := CASE p_order
+        WHEN 'id' THEN 'NULL::double precision'
+        WHEN 'version' THEN 's.version'
+        WHEN 'length' THEN
+            '(s.depth - greatest(s.base, s.through) + (s.summary <> 0 AND s.through > s.base)::int)'
+        WHEN 'updated' THEN 's.updated_at'
+        WHEN 'expires' THEN '(coalesce(s.expires_at, 1e308))' END;
+    v_typed text := CASE WHEN p_order IN ('version', 'length') THEN '$1::bigint' ELSE '$1' END;
+    v_way text := CASE WHEN p_desc THEN 'DESC' ELSE 'ASC' END;
+    v_sign text := CASE WHEN p_desc THEN '<' ELSE '>' END;
+    v_where text := '(s.expires_at IS NULL OR s.expires_at > $4)';
+BEGIN
+    IF v_key IS NULL THEN
+        RAISE EXCEPTION 'unknown order %', p_order USING ERRCODE = '22023';
+    END IF;
+    IF p_match <> ''::bytea THEN
+        v_where := v_where || ' AND position($3 in s.name) > 0';
+    END IF;
+    IF p_after IS NOT NULL THEN
+        v_where := v_where || CASE WHEN p_order = 'id' THEN format(' AND s.name %s $2', v_sign)
+            ELSE format(' AND (%s, s.name) %s (%s, $2)', v_key, v_sign, v_typed) END;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT s.name, s.version, '
+        '       s.depth - greatest(s.base, s.through) '
+        '           + CASE WHEN s.summary <> 0 AND s.through > s.base THEN 1 ELSE 0 END, '
+        '       s.created_at, s.updated_at, s.expires_at, '
+        '       CASE WHEN s.summary <> 0 AND s.through > s.base '
+        '            THEN s.through - s.base ELSE 0 END, '
+        '       %s::double precision '
+        'FROM @schema@.sessions s WHERE %s ORDER BY %s LIMIT $5',
+        v_key, v_where,
+        CASE WHEN p_order = 'id' THEN 's.name ' || v_way
+             ELSE format('%s %s, s.name %s', v_key, v_way, v_way) END)
+    USING p_after_key, p_after, p_match, p_now, p_limit;
+END;
+$$;
+
 -- Nodes no pointer reaches. A pointer (head, base) reaches the chain from head
 -- while depth > base. A parent's id is always below its child's, so one pass in
 -- descending id order hands each reached node's lowest floor to its parent. A

@@ -4,7 +4,7 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
 (snapshots and rollback), ``SummariesContract`` (summarize, the two views), ``SearchContract``,
-``VersionsContract`` (``history(at_version=N)``),
+``VersionsContract`` (``history(at_version=N)``), ``PagingContract`` (``sessions_page``),
 ``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
 ``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
 ``TtlContract``, ``FaultsContract`` (errors and retries) and ``ModelContract``
@@ -20,6 +20,7 @@ from memvault.testing.contract.corruption import CHAIN_DAMAGE, CorruptionContrac
 from memvault.testing.contract.durability import DurabilityContract
 from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
+from memvault.testing.contract.paging import PagingContract
 from memvault.testing.contract.reference import ModelContract
 from memvault.testing.contract.search import SearchContract
 from memvault.testing.contract.serialization import SerializationContract
@@ -37,6 +38,7 @@ class StoreContract(
     SummariesContract,
     SearchContract,
     VersionsContract,
+    PagingContract,
     SerializationContract,
     CorruptionContract,
     InputsContract,
@@ -69,6 +71,7 @@ __all__ = [
     "FaultsContract",
     "InputsContract",
     "ModelContract",
+    "PagingContract",
     "SearchContract",
     "SerializationContract",
     "SnapshotsContract",

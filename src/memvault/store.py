@@ -408,8 +408,8 @@ class Store:
         It runs in steps, each one short atomic step over at most ``batch`` whole
         sessions (Redis: one session), so concurrent writers are never held up for
         long and a reader at any moment sees every session whole. Interrupted (even
-        killed), it leaves the steps done done and the rest untouched; the next
-        compact finishes the job.
+        killed), it keeps the steps it finished and leaves the rest untouched; the
+        next compact finishes the job. See docs/compact.md.
 
         Args:
             keep_events: events to keep per session (default: all).

@@ -25,6 +25,7 @@ from memvault import Message
 from memvault.backends.base import Write
 from memvault.backends.postgres_calls import Call, Calls
 from memvault.messages import encode_message
+from memvault.paging import ORDERS, PageQuery
 from tests.support.postgres import admin, new_schema, url_for
 
 SCAN = re.compile(r"Seq Scan on (nodes|events)\b")
@@ -133,3 +134,32 @@ def test_hot_paths_never_scan_nodes_or_events(
     assert plans, "auto_explain reported no plan"
     scans = [p for p in plans if SCAN.search(p)]
     assert not scans, f"{len(scans)} of {len(plans)} plans scan a table:\n\n" + "\n\n".join(scans)
+
+
+def test_session_pages_walk_an_index_whatever_the_statistics(
+        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    """Every order, both ways, first page and later ones: an ordered index scan of the
+    order's index, never a scan and sort of the sessions table (O(sessions) per page),
+    even when the statistics claim the table is empty. Failing: sessions_page orders
+    by an expression no index holds, or leaves the choice to the statistics."""
+    conn, plans = explained
+    with memvault.open(url_for(schema)) as store:
+        for i in range(300):
+            store.session(f"s{i:03}").append([Message.user("m")])
+    with admin() as other:
+        other.execute(f'ANALYZE "{schema}".sessions')
+        other.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass",
+                      (f'"{schema}".sessions',))
+    calls, now = Calls(schema), time.time()
+    plans.clear()
+    for order in ORDERS:
+        for descending in (False, True):
+            for after in (None, (None if order == "id" else 1, "s100")):
+                query = PageQuery(11, order, descending, "", after)
+                _run(conn, [calls.sessions_page(query, now)])
+    pages = [p for p in plans if "Query Text: SELECT s.name" in p]
+    assert len(pages) == 20, plans
+    bad = [p for p in pages if "Seq Scan" in p or "Sort" in p or ("sessions_by_" not in p
+           and "sessions_name_key" not in p)]
+    assert not bad, f"{len(bad)} of {len(pages)} plans do not walk an index:\n\n" + \
+        "\n\n".join(bad)

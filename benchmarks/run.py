@@ -287,6 +287,10 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="few calls: minutes, not the figures")
@@ -309,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             needs = f" (needs {', '.join(e.needs)})" if e.needs else ""
             print(f"{e.name:<20} {e.script}{needs}")
         return 0
+    signal.signal(signal.SIGTERM, interrupted)  # as Ctrl-C: stop the running benchmark too
     urls = {REDIS: args.redis_url, POSTGRES: args.pg_url}
     problems = missing_services(entries, urls)
     if problems:

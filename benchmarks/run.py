@@ -83,6 +83,9 @@ _PEERS_FULL = ("--calls", "1000", "--warmup", "200", "--runs", "3", "--langchain
 
 _SERVICES = ("--redis-url", "{redis_url}", "--pg-url", "{pg_url}")
 
+# compact over the 1M-message store (full) or a small one (quick), while appends run
+_COMPACT_QUICK = ("--sessions", "2000", "--messages", "20000", "--rounds", "1", "--idle", "2")
+
 BENCHMARKS: list[Entry] = [
     Entry("sqlite", "bench_sqlite.py", (*_PEERS_QUICK, "--dir", "{tmp}"),
           (*_PEERS_FULL, "--dir", "{tmp}")),
@@ -104,6 +107,11 @@ BENCHMARKS: list[Entry] = [
     Entry("inspector-sqlite", "bench_inspector.py",
           ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "1000", "--runs", "3"),
           ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "100000", "--runs", "20")),
+    Entry("sessions-page", "bench_sessions_page.py",
+          ("--dir", "{tmp}", "--big", "2000", "--calls", "20", "--warmup", "5", "--runs", "1",
+           *_SERVICES),
+          ("--dir", "{tmp}", "--big", "100000", "--calls", "100", "--warmup", "20", "--runs", "3",
+           *_SERVICES), needs=(REDIS, POSTGRES)),
     Entry("throughput", "bench_throughput.py",
           ("--duration", "0.5", "--rounds", "1", "--writers", "1", "2", *_SERVICES,
            "--plot", "{reports}/throughput.png", "--json", "{json}"),
@@ -116,6 +124,11 @@ BENCHMARKS: list[Entry] = [
           ("--messages", "1000000", "--sessions", "100000", "--calls", "300", "--warmup", "50",
            "--runs", "3", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
            "--json", "{json}"), needs=(REDIS, POSTGRES)),
+    *(Entry(f"compact-{name}", "bench_compact.py", (*store, *_COMPACT_QUICK), store,
+            needs=needs) for name, store, needs in (
+        ("sqlite", ("sqlite:///{tmp}/compact.db?durability=normal",), ()),
+        ("postgres", ("{pg_url}", "--schema", "bench_compact", "--drop"), (POSTGRES,)),
+        ("redis", ("{redis_url}", "--prefix", "bench-compact", "--drop"), (REDIS,)))),
 ]
 
 

@@ -25,6 +25,7 @@ from memvault.errors import (
 )
 from memvault.messages import Message, ToolCall
 from memvault.model import CompactProgress, CompactStats, Event, Limits, SessionInfo, Snapshot
+from memvault.paging import SessionPage
 from memvault.search import Hit
 from memvault.store import Session, Store, open
 
@@ -51,6 +52,7 @@ __all__ = [
     "OutcomeUnknownError",
     "Session",
     "SessionInfo",
+    "SessionPage",
     "Snapshot",
     "SnapshotExistsError",
     "SnapshotNotFoundError",

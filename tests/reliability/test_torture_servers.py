@@ -47,11 +47,12 @@ def test_server_kills_lose_nothing_acknowledged(kind: str, tmp_path: Path) -> No
     assert append.unknown + append.failed > 0, append
 
 
-def test_proxy_cuts_before_requests_and_mid_reply(tmp_path: Path) -> None:
-    """Workers reach Redis through the cutting proxy: requests dropped, replies cut
-    half-way, connections refused during outages; both error paths are taken (failed:
-    nothing applied; unknown: maybe applied) and nothing acknowledged is lost."""
-    report = torture(start_server("redis"), tmp_path, server_faults=("proxy",),
+@pytest.mark.parametrize("kind", ["redis", "postgres"])
+def test_proxy_cuts_before_requests_and_mid_reply(kind: str, tmp_path: Path) -> None:
+    """Workers reach the server through the cutting proxy: requests dropped, replies
+    cut half-way, connections refused during outages; both error paths are taken
+    (failed: nothing applied; unknown: maybe applied) and nothing acknowledged is lost."""
+    report = torture(start_server(kind), tmp_path, server_faults=("proxy",),
                      server_fault_rate=0.5, cut_rate=0.01)
     assert report.ok, report.summary()
     assert report.cuts["before"] > 0 and report.cuts["mid-reply"] > 0, report.cuts

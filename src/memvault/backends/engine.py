@@ -42,6 +42,7 @@ from memvault.model import (
     to_datetime,
     utc,
 )
+from memvault.paging import Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -253,7 +254,25 @@ class Txn(Protocol):
         ...
 
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
-        """Delete these nodes of the session (none of them is reachable any more)."""
+        """Delete these nodes of the session (none of them is reachable any more;
+        one a concurrent compact deleted already is skipped)."""
+        ...
+
+    # Search vectors (memvault.vectors): store-wide, keyed by their text's hash.
+    def vector_space(self) -> str | None:
+        """The embedder the stored vectors were made by; None if none is recorded."""
+        ...
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        """Record ``space``; ``reset``: delete every stored vector first."""
+        ...
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored vectors of those of ``keys`` that have one."""
+        ...
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store vectors; a key stored already keeps its vector (same text, same vector)."""
         ...
 
 
@@ -266,6 +285,30 @@ class Engine:
 
     def close(self) -> None:
         """Release the backend's resources."""
+
+    # The search vectors (memvault.vectors.VectorStore); append and summarize store
+    # their records' vectors in their own transaction.
+    def vector_space(self) -> str | None:
+        with self.transaction(False) as txn:
+            return txn.vector_space()
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        with self.transaction(True) as txn:
+            txn.set_vector_space(space, reset)
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        with self.transaction(False) as txn:
+            return txn.get_vectors(keys)
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        with self.transaction(True) as txn:
+            txn.put_vectors(items)
+
+    @staticmethod
+    def _store_vectors(txn: Txn, records: Sequence[Record]) -> None:
+        items = [r.vector for r in records if r.vector is not None]
+        if items:
+            txn.put_vectors(items)
 
     @staticmethod
     def _live(txn: Txn, name: str, now: float) -> Row | None:
@@ -330,6 +373,7 @@ class Engine:
             row = self._start(txn, session_id, row, w)
             before = (row.head, row.base)
             self._add_nodes(txn, row, [(r.id, r.body) for r in records])
+            self._store_vectors(txn, records)
             self._commit(txn, row, "append", w, before, {"messages": len(records)})
             return row.version
 
@@ -384,12 +428,7 @@ class Engine:
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            if row is None:
-                return None
-            return SessionInfo(
-                session_id, row.version, row.view, utc(row.created_at),
-                utc(row.updated_at), to_datetime(row.expires_at), row.summarized,
-            )
+            return None if row is None else _info(row)
 
     def pop(self, session_id: str, w: Write) -> Stored | None:
         """Hide the newest message of the context view. When that is the summary (no
@@ -523,6 +562,7 @@ class Engine:
                 raise summarized_through(session_id, through)
             folded = target.depth - row.floor
             self._add_summary(txn, row, record, target.depth, row.summary)
+            self._store_vectors(txn, [record])
             self._commit(txn, row, "summarize", w, (row.head, row.base),
                          {"summary_id": record.id, "through": through, "messages": folded})
             return row.version
@@ -544,9 +584,25 @@ class Engine:
         with self.transaction(False) as txn:
             return sorted(row.name for row in txn.rows() if row.live(now))
 
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """Every live row, filtered, ordered and cut in Python (O(sessions)); a backend
+        with an index on the keys overrides it."""
+        with self.transaction(False) as txn:
+            return select(query, [(info, key_of(info, query.order, (row.updated_at,
+                                                                       row.expires_at)))
+                                  for row in txn.rows() if row.live(now)
+                                  for info in [_info(row)]])
+
     def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         return compaction.compact(self.transaction, keep_events, now, batch, progress)
+
+
+def _info(row: Row) -> SessionInfo:
+    return SessionInfo(row.name, row.version, row.view, utc(row.created_at),
+                       utc(row.updated_at), to_datetime(row.expires_at), row.summarized)
+
+
 
 
 def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:

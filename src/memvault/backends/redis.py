@@ -62,6 +62,8 @@ from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.redis_ops import (
     FETCH_FIELDS,
     WRITE,
+    Batch,
+    Command,
     Eval,
     Layout,
     Op,
@@ -86,6 +88,7 @@ from memvault.model import (
     Snapshot,
     check_seconds,
 )
+from memvault.paging import Listed, PageQuery
 from memvault.sansio import drive, drive_async
 
 T = TypeVar("T")
@@ -214,12 +217,51 @@ def _scan_targets(client: Any) -> list[dict[str, Any]]:
     return [{}]
 
 
+def _pipeline(client: Any, batch: Batch) -> Any:
+    pipe = client.pipeline(transaction=False)
+    for e in batch.evals:
+        pipe.evalsha(e.script.sha, len(e.keys), *e.keys, *e.args)
+    return pipe
+
+
+def _replies(batch: Batch, replies: list[Any]) -> list[Any] | None:
+    """The replies, or None if a script was not loaded (then load it and retry)."""
+    if any(isinstance(r, NoScriptError) for r in replies):
+        return None
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _evals(client: Any, batch: Batch) -> list[Any]:
+    """A Batch in one pipeline; after NOSCRIPT, the scripts are loaded and it runs again
+    (the scripts are reads: running one twice changes nothing)."""
+    replies = _replies(batch, _pipeline(client, batch).execute(raise_on_error=False))
+    if replies is None:
+        for script in {e.script for e in batch.evals}:
+            client.script_load(script.text)
+        replies = _pipeline(client, batch).execute()
+    return replies
+
+
+# The async twin of _evals: a function cannot both await and not.
+async def _evals_async(client: Any, batch: Batch) -> list[Any]:
+    replies = _replies(batch, await _pipeline(client, batch).execute(raise_on_error=False))
+    if replies is None:
+        for script in {e.script for e in batch.evals}:
+            await client.script_load(script.text)
+        replies = await _pipeline(client, batch).execute()
+    return replies
+
+
 class RedisBackend:
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
         self._ops = Operations(Layout(config.prefix))
+        self._cluster = config.cluster
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
         no_retry = redis.retry.Retry(NoBackoff(), 0)
         self._client: Any = _connect(
@@ -242,6 +284,12 @@ class RedisBackend:
             if isinstance(request, Scan):
                 return [key for target in _scan_targets(client)
                         for key in client.scan_iter(match=request.pattern, count=1000, **target)]
+            if isinstance(request, Command):
+                return client.execute_command(*request.args)
+            if isinstance(request, Batch):
+                if self._cluster:  # its pipelines refuse scripts: one by one
+                    return [self._send(e) for e in request.evals]
+                return _evals(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
                 pipe.hmget(key, FETCH_FIELDS)
@@ -251,6 +299,18 @@ class RedisBackend:
 
     def _run(self, op: Op[T]) -> T:
         return drive(op, self._send)
+
+    def vector_space(self) -> str | None:
+        return self._run(self._ops.vector_space())
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        self._run(self._ops.set_vector_space(space, reset))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return self._run(self._ops.get_vectors(keys))
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._run(self._ops.put_vectors(items))
 
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
@@ -301,6 +361,9 @@ class RedisBackend:
     def sessions(self, now: float) -> list[str]:
         return self._run(self._ops.sessions(now))
 
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return self._run(self._ops.sessions_page(query, now))
+
     def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         return self._run(self._ops.compact(keep_events, now, batch, progress))
@@ -347,6 +410,12 @@ class AsyncRedisBackend:
                 return [key for target in _scan_targets(client)
                         async for key in client.scan_iter(match=request.pattern, count=1000,
                                                           **target)]
+            if isinstance(request, Command):
+                return await client.execute_command(*request.args)
+            if isinstance(request, Batch):
+                if self._cluster:  # its pipelines refuse scripts: one by one
+                    return [await self._send(e) for e in request.evals]
+                return await _evals_async(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
                 pipe.hmget(key, FETCH_FIELDS)
@@ -356,6 +425,18 @@ class AsyncRedisBackend:
 
     async def _run(self, op: Op[T]) -> T:
         return await drive_async(op, self._send)
+
+    async def vector_space(self) -> str | None:
+        return await self._run(self._ops.vector_space())
+
+    async def set_vector_space(self, space: str, reset: bool) -> None:
+        await self._run(self._ops.set_vector_space(space, reset))
+
+    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return await self._run(self._ops.get_vectors(keys))
+
+    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        await self._run(self._ops.put_vectors(items))
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
@@ -403,6 +484,9 @@ class AsyncRedisBackend:
 
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._ops.sessions(now))
+
+    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return await self._run(self._ops.sessions_page(query, now))
 
     async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                       progress: Progress | None = None) -> CompactStats:

@@ -182,27 +182,29 @@ class RedisServer(_Single):
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                 s.sendall(b"PING\r\n")
-                return s.recv(64).startswith(b"+PONG")
+                return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))  # up, with a password
         except OSError:
             return False
 
 
 class RedisCluster:
-    """A Redis Cluster of ``masters`` private primaries (AOF ``always``), no replicas."""
+    """A Redis Cluster of ``masters`` private primaries, no replicas; ``node`` makes
+    each (with ``durable``: AOF ``always``)."""
 
     kind = "redis-cluster"
     address = None  # clients follow the nodes' own addresses: no proxy in between
 
-    def __init__(self, folder: Path, masters: int = 3) -> None:
+    def __init__(self, folder: Path, masters: int = 3, *, durable: bool = True,
+                 node: type[RedisServer] = RedisServer) -> None:
         self.cli = cli = _binary("redis-cli", "redis-cli (Debian package 'redis-tools')")
         self.folder = folder
         self.nodes: list[RedisServer] = []
         try:
             for i in range(masters):
-                node = folder / f"node{i}"
-                self.nodes.append(RedisServer(
-                    node, "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
-                    "--cluster-config-file", str(node / "nodes.conf")))
+                where = folder / f"node{i}"
+                self.nodes.append(node(
+                    where, "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
+                    "--cluster-config-file", str(where / "nodes.conf"), durable=durable))
             subprocess.run([cli, "--cluster", "create",
                             *[f"127.0.0.1:{n.port}" for n in self.nodes],
                             "--cluster-replicas", "0", "--cluster-yes"],
@@ -214,10 +216,11 @@ class RedisCluster:
 
     def _wait_ok(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
+        ok = ("cluster_state:ok", f"cluster_known_nodes:{len(self.nodes)}")
         for node in self.nodes:
-            while "cluster_state:ok" not in subprocess.run(
+            while not all(line in subprocess.run(
                     [self.cli, "-p", str(node.port), "cluster", "info"],
-                    capture_output=True, text=True, timeout=10).stdout:
+                    capture_output=True, text=True, timeout=10).stdout for line in ok):
                 if time.monotonic() > deadline:
                     raise ConfigurationError("the private Redis Cluster did not reach "
                                              "cluster_state:ok")

@@ -25,6 +25,7 @@
 -- before changing anything, and delete answers false for an expired session. Then
 -- compact became compact_plan + compact_step, bounded steps each its own transaction,
 -- and _garbage refuses a broken chain as the engine does.
+-- Version 7 added the search vectors' functions (vector_space ... put_vectors).
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -126,28 +127,29 @@ END $$;
 -- for was found it raises MV010 (DETAIL: the depth where the chain breaks): a missing
 -- node, a node that is its own parent or a link into another branch never makes a
 -- shorter or repeated history. STABLE, so it reads with its caller's snapshot.
+-- One primary-key probe per step, whatever the statistics say: a recursive query
+-- left the planner free to join the walk to nodes by a scan, and its estimates for a
+-- recursive walk are guesses (docs/postgres.md, "Plans and vacuum").
 DROP FUNCTION IF EXISTS @schema@._chain(bigint, bigint, bigint);
 CREATE OR REPLACE FUNCTION @schema@._chain(p_sid bigint, p_head bigint, p_depth bigint, p_count bigint)
 RETURNS TABLE (k bigint, node bigint, depth bigint, msg_id bytea, body text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v_found bigint;
+    v_next bigint := p_head;
+    v_parent bigint;
 BEGIN
-    RETURN QUERY
-    WITH RECURSIVE walk (k, node, parent, depth) AS (
-        SELECT 1::bigint, n.node, n.parent, n.depth FROM @schema@.nodes n
-        WHERE p_count > 0 AND n.sid = p_sid AND n.node = p_head AND n.depth = p_depth
-        UNION ALL
-        SELECT w.k + 1, n.node, n.parent, n.depth FROM walk w
-        JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.parent AND n.depth = w.depth - 1
-        WHERE w.k < p_count
-    )
-    SELECT w.k, n.node, n.depth, n.msg_id, n.body
-    FROM walk w JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.node;
-    GET DIAGNOSTICS v_found = ROW_COUNT;
-    IF v_found < greatest(p_count, 0) THEN
-        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - v_found;
-    END IF;
+    k := 1;
+    WHILE k <= p_count LOOP
+        SELECT n.node, n.parent, n.depth, n.msg_id, n.body
+        INTO node, v_parent, depth, msg_id, body
+        FROM @schema@.nodes n WHERE n.sid = p_sid AND n.node = v_next;
+        IF NOT FOUND OR depth <> p_depth - k + 1 THEN
+            RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - k + 1;
+        END IF;
+        RETURN NEXT;
+        v_next := v_parent;
+        k := k + 1;
+    END LOOP;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.append(
@@ -575,6 +577,60 @@ LANGUAGE sql STABLE AS $$
     WHERE s.expires_at IS NULL OR s.expires_at > p_now
 $$;
 
+-- One page of the live sessions (Store.sessions_page): info and key of at most
+-- p_limit sessions after (p_after_key, p_after) in the order p_order (then name),
+-- descending if p_desc; names containing p_match. Each order's key is the
+-- expression an index of 006_session_pages.sql holds, so the page is one index
+-- range scan whatever the statistics say (expired rows and names without p_match
+-- are skipped on the way): with sequential scans and sorts off for this function, a
+-- table the statistics claim empty is still read through the order's index.
+CREATE OR REPLACE FUNCTION @schema@.sessions_page(
+    p_order text, p_desc boolean, p_match bytea, p_after_key double precision,
+    p_after bytea, p_limit bigint, p_now double precision
+) RETURNS TABLE (name bytea, version bigint, length bigint, created_at double precision,
+                 updated_at double precision, expires_at double precision,
+                 summarized bigint, key double precision)
+LANGUAGE plpgsql STABLE SET enable_seqscan = off SET enable_sort = off
+    SET enable_bitmapscan = off AS $$
+DECLARE
+    v_key text := CASE p_order
+        WHEN 'id' THEN 'NULL::double precision'
+        WHEN 'version' THEN 's.version'
+        WHEN 'length' THEN
+            '(s.depth - greatest(s.base, s.through) + (s.summary <> 0 AND s.through > s.base)::int)'
+        WHEN 'updated' THEN 's.updated_at'
+        WHEN 'expires' THEN '(coalesce(s.expires_at, 1e308))' END;
+    v_typed text := CASE WHEN p_order IN ('version', 'length') THEN '$1::bigint' ELSE '$1' END;
+    v_way text := CASE WHEN p_desc THEN 'DESC' ELSE 'ASC' END;
+    v_sign text := CASE WHEN p_desc THEN '<' ELSE '>' END;
+    v_where text := '(s.expires_at IS NULL OR s.expires_at > $4)';
+BEGIN
+    IF v_key IS NULL THEN
+        RAISE EXCEPTION 'unknown order %', p_order USING ERRCODE = '22023';
+    END IF;
+    IF p_match <> ''::bytea THEN
+        v_where := v_where || ' AND position($3 in s.name) > 0';
+    END IF;
+    IF p_after IS NOT NULL THEN
+        v_where := v_where || CASE WHEN p_order = 'id' THEN format(' AND s.name %s $2', v_sign)
+            ELSE format(' AND (%s, s.name) %s (%s, $2)', v_key, v_sign, v_typed) END;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT s.name, s.version, '
+        '       s.depth - greatest(s.base, s.through) '
+        '           + CASE WHEN s.summary <> 0 AND s.through > s.base THEN 1 ELSE 0 END, '
+        '       s.created_at, s.updated_at, s.expires_at, '
+        '       CASE WHEN s.summary <> 0 AND s.through > s.base '
+        '            THEN s.through - s.base ELSE 0 END, '
+        '       %s::double precision '
+        'FROM @schema@.sessions s WHERE %s ORDER BY %s LIMIT $5',
+        v_key, v_where,
+        CASE WHEN p_order = 'id' THEN 's.name ' || v_way
+             ELSE format('%s %s, s.name %s', v_key, v_way, v_way) END)
+    USING p_after_key, p_after, p_match, p_now, p_limit;
+END;
+$$;
+
 -- Nodes no pointer reaches. A pointer (head, base) reaches the chain from head
 -- while depth > base. A parent's id is always below its child's, so one pass in
 -- descending id order hands each reached node's lowest floor to its parent. A
@@ -740,4 +796,37 @@ BEGIN
                              greatest(0, least(coalesce(p_last, v_depth - p_base),
                                                v_depth - p_base))) c
         ORDER BY c.depth;
+END $$;
+
+-- Search vectors (007_vectors.sql). put_vectors keeps a stored key's vector: the
+-- same text under the same embedder has the same vector. PL/pgSQL, whose bodies are
+-- not checked against the tables when created: a schema migrated up to an older
+-- version (before 7) still takes this file.
+CREATE OR REPLACE FUNCTION @schema@.vector_space() RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT v.space FROM @schema@.vector_space v LIMIT 1);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.set_vector_space(p_space text, p_reset boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_reset THEN
+        DELETE FROM @schema@.vectors;
+    END IF;
+    DELETE FROM @schema@.vector_space;
+    INSERT INTO @schema@.vector_space (space) VALUES (p_space);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.get_vectors(p_keys text[])
+RETURNS TABLE (key text, vec bytea) LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT v.key, v.vec FROM @schema@.vectors v WHERE v.key = ANY (p_keys);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.put_vectors(p_keys text[], p_vecs bytea[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO @schema@.vectors AS v (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
+    ON CONFLICT (key) DO NOTHING;
 END $$;

@@ -69,8 +69,8 @@ class Options:
     ttl: float | None = None
     writer: str | None = None
     limits: Limits = field(default_factory=Limits)
-    embedder: Any = None
-    index: Index | None = field(init=False, default=None)
+    embedder: Any = field(default=None, compare=False)
+    index: Index | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.embedder is not None:

@@ -260,6 +260,11 @@ def _info(session_id: str, reply: list[Any]) -> tuple[SessionInfo, tuple[float, 
                        to_datetime(times[1]), summarized), times
 
 
+def _named(session_id: str) -> SessionInfo:
+    """A stand-in info that only names a session (to order ids with paging.select)."""
+    return SessionInfo(session_id, 0, 0, utc(0), utc(0), None)
+
+
 def _pairs(records: Sequence[Record]) -> list[str]:
     return [part for r in records for part in (r.id, r.body)]
 
@@ -430,18 +435,27 @@ class Operations:
         return sorted(live)
 
     def sessions_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
-        """Reads every matching session's info and orders them in Python:
-        O(sessions) per page."""
+        """Scans the key space (Redis keeps no index of sessions: see docs/redis.md),
+        so a page costs O(sessions). By id, only the page's sessions' info is read
+        (in batches until the page is full: one may expire meanwhile); by another
+        key, every matching session's."""
         ids = [sid for sid in (yield from self.sessions(now)) if query.match in sid]
+        by_id = query.order == "id"
+        if by_id:
+            ids = [info.session_id for info, _ in select(query, [(_named(sid), None)
+                                                                 for sid in ids])]
         listed: list[Listed] = []
-        for start in range(0, len(ids), _FETCH_BATCH):
-            batch = ids[start:start + _FETCH_BATCH]
+        step = query.limit if by_id else _FETCH_BATCH
+        for start in range(0, len(ids), step):
+            batch = ids[start:start + step]
             replies = yield Batch([self._read(sid, "info", now) for sid in batch])
             for sid, reply in zip(batch, replies, strict=True):
                 if reply is not None:
                     info, times = _info(sid, reply)
                     listed.append((info, key_of(info, query.order, times)))
-        return select(query, listed)
+            if by_id and len(listed) >= query.limit:
+                break
+        return listed[:query.limit] if by_id else select(query, listed)
 
     def compact(self, keep_events: int | None, now: float, batch: int,
                 progress: Progress | None) -> Op[CompactStats]:

@@ -256,11 +256,13 @@ class Message(_Model):
 @dataclass(frozen=True, slots=True)
 class Record:
     """A message encoded for storage: its id, its envelope text and that text's size
-    in UTF-8 bytes."""
+    in UTF-8 bytes; with an embedder, its search vector (text key, float32 bytes),
+    which the backend stores in the same step (:mod:`memvault.vectors`)."""
 
     id: str
     body: str
     size: int
+    vector: tuple[str, bytes] | None = None
 
 
 MessageLike = Message | Mapping[str, Any]

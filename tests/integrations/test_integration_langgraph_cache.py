@@ -177,3 +177,22 @@ def test_a_saver_with_another_key_reads_nothing_another_saver_decoded(
             read(MemvaultSaver(store, serde=wrong), "t", "2")
         assert texts(read(MemvaultSaver(store, serde=right), "t", "2")) == [
             "secret", "ai-secret"]
+
+
+def test_a_saver_that_just_wrote_still_sees_what_others_wrote_around_it(
+        any_store_url: str) -> None:
+    with memvault.open(any_store_url) as store:
+        mine, other = MemvaultSaver(store), MemvaultSaver(store)
+        put(mine, "t", "1", ["h1"])
+        assert texts(read(mine, "t")) == ["h1"]
+        put(other, "t", "2", ["h1", "other"], parent="1")  # between mine's read and write
+        put(mine, "t", "3", ["h1", "mine"], parent="1")
+        assert texts(read(mine, "t", "2")) == ["h1", "other"]
+        other.put_writes({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                           "checkpoint_id": "3"}}, [("ch", "w")], "task")
+        put(mine, "t", "4", ["h1", "mine", "again"], parent="3")
+        got = mine.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                               "checkpoint_id": "3"}})
+        assert got is not None and got.pending_writes == [("task", "ch", "w")]
+        assert [t.config["configurable"]["checkpoint_id"]
+                for t in mine.list({"configurable": {"thread_id": "t"}})] == ["4", "3", "2", "1"]

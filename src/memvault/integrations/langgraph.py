@@ -213,6 +213,23 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         self._logs.put(session, log)
         return log
 
+    def _appended(self, session: str, message: Message, version: int) -> None:
+        """Add the node this saver just appended to its log of the thread, if that log
+        was the session's state right before: the next read then need not fetch it.
+
+        The append returned ``version``: one more than the log's means exactly one
+        operation happened since the log was read, and a node the log did not hold
+        is now stored, so that operation appended it (a retry of the same content
+        by another writer appends the same node). A thread deleted and made again
+        meanwhile is still caught by the next read (its creation time differs).
+        """
+        log = self._logs.get(session)
+        if log is MISSING or log.stamp is None or message.id in log.depth:
+            return
+        created, known = log.stamp
+        if version == known + 1:
+            self._logs.put(session, log.extended(entries([message]), (created, version)))
+
     def _get_plan(self, config: RunnableConfig) -> _Plan:
         thread_id, ns = _where(config)
         log = yield from self._read(thread_id)
@@ -263,7 +280,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         message, stored = checkpoint_message(
             ns, checkpoint, get_serializable_checkpoint_metadata(config, metadata),
             parent_id, parent, self.serde)
-        yield _Append(session, message)
+        self._appended(session, message, (yield _Append(session, message)))
         self._cache.put((session, ns, checkpoint["id"]), stored)
         for channel, value in stored.items():
             if value.node == message.id:  # the channels this node stores itself
@@ -276,8 +293,9 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         thread_id, ns = _where(config)
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
         if writes:
-            yield _Append(session_id(thread_id), writes_message(
-                ns, checkpoint_id, task_id, task_path, writes, self.serde))
+            message = writes_message(ns, checkpoint_id, task_id, task_path, writes, self.serde)
+            self._appended(session_id(thread_id), message,
+                           (yield _Append(session_id(thread_id), message)))
 
     def _delete_plan(self, thread_ids: Sequence[str]) -> _Plan:
         for thread_id in thread_ids:

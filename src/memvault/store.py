@@ -69,8 +69,8 @@ class Options:
     ttl: float | None = None
     writer: str | None = None
     limits: Limits = field(default_factory=Limits)
-    embedder: Any = None
-    index: Index | None = field(init=False, default=None)
+    embedder: Any = field(default=None, compare=False)
+    index: Index | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.embedder is not None:
@@ -450,8 +450,8 @@ class Store:
         It runs in steps, each one short atomic step over at most ``batch`` whole
         sessions (Redis: one session), so concurrent writers are never held up for
         long and a reader at any moment sees every session whole. Interrupted (even
-        killed), it leaves the steps done done and the rest untouched; the next
-        compact finishes the job.
+        killed), it keeps the steps it finished and leaves the rest untouched; the
+        next compact finishes the job. See docs/compact.md.
 
         Args:
             keep_events: events to keep per session (default: all).

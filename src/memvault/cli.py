@@ -352,18 +352,22 @@ def search(
     session: SessionArg,
     query: Annotated[str, typer.Argument(help="The words to look for.")],
     k: Annotated[int, typer.Option("--k", min=0, help="At most this many hits.")] = 10,
+    hidden: Annotated[bool, typer.Option(
+        "--hidden", help="Also find hidden messages (popped, trimmed, rolled back).")] = False,
     as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
-    """Search a session's full view (summaries too): best first, BM25 over its words."""
+    """Search a session's full view (summaries too): best first, by relevance to its words."""
     with opened(url, read_only=True) as store:
-        hits = existing(store, session).search(query, k=k)
+        hits = existing(store, session).search(query, k=k, include_hidden=hidden)
         if as_json:
             emit(json_line({"position": h.position, "score": round(h.score, 4),
+                            "hidden": h.hidden,
                             "message": h.message.model_dump(mode="json")}) for h in hits)
         else:
             emit(columns(["#", "score", "role", "content"],
-                         ([str(h.position), f"{h.score:.2f}", h.message.role,
+                         (["hidden" if h.position is None else str(h.position),
+                           f"{h.score:.2f}", h.message.role,
                            render_message(h.message, full=False)] for h in hits)))
 
 

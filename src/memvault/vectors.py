@@ -24,7 +24,8 @@ from typing import Any, Protocol
 from memvault.embedders import Embedder
 from memvault.errors import ConfigurationError, InvalidArgumentError
 from memvault.messages import Message, Record, decode_message
-from memvault.search import Hit, text_of
+from memvault.search import Hit
+from memvault.words import text_of
 
 RRF_C = 60
 """Reciprocal rank fusion's constant: a hit at rank r (from 1) scores 1 / (60 + r)."""
@@ -61,8 +62,8 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, c: int = RRF_C) -> list[Hit]:
     """Reciprocal rank fusion: each hit scores the sum over ``lists`` of
     ``1 / (c + rank)`` (rank from 1) where it appears, identified by session and
     position; the ``k`` best, best first, ties in order of first appearance."""
-    scores: dict[tuple[str, int], float] = {}
-    first: dict[tuple[str, int], Hit] = {}
+    scores: dict[tuple[str, int | None], float] = {}
+    first: dict[tuple[str, int | None], Hit] = {}
     for hits in lists:
         for rank, hit in enumerate(hits, 1):
             key = (hit.session_id, hit.position)

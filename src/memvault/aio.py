@@ -128,15 +128,16 @@ class AsyncStore:
         """The semantic index, checked on first use (see :meth:`memvault.Store.vectors`)."""
         index = self.options.index
         if index is not None and not index.checked:
-            backend = vector_store(self.backend)
-            if index.check_space(await backend.vector_space()):
-                await backend.set_vector_space(index.space, False)
+            index.check_space(await vector_store(self.backend).vector_space())
         return index
 
     async def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
         index = await self.vectors()
         if index is None:
             return records
+        if index.unclaimed:
+            await vector_store(self.backend).set_vector_space(index.space, False)
+            index.unclaimed = False
         texts = index.texts_of(session_id, records)
         return index.attach(records, texts, await aembed(index.embedder, texts))
 

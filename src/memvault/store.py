@@ -373,17 +373,24 @@ class Store:
 
     def vectors(self) -> Index | None:
         """The semantic index, checked against the store's vectors on first use
-        (ConfigurationError if another embedder made them); None without an embedder."""
+        (ConfigurationError if another embedder made them); None without an embedder.
+        Reading only, it writes nothing (a read-only store can be searched)."""
         index = self.options.index
         if index is not None and not index.checked:
-            backend = vector_store(self.backend)
-            if index.check_space(backend.vector_space()):
-                backend.set_vector_space(index.space, False)
+            index.check_space(vector_store(self.backend).vector_space())
+        return index
+
+    def claimed(self) -> Index | None:
+        """:meth:`vectors`, before a write: the embedder recorded if the store has none."""
+        index = self.vectors()
+        if index is not None and index.unclaimed:
+            vector_store(self.backend).set_vector_space(index.space, False)
+            index.unclaimed = False
         return index
 
     def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
         """``records`` with their vectors, embedded before anything is written."""
-        index = self.vectors()
+        index = self.claimed()
         if index is None:
             return records
         texts = index.texts_of(session_id, records)

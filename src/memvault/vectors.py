@@ -80,22 +80,22 @@ class Index:
 
     embedder: Embedder
     checked: bool = False
+    unclaimed: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def space(self) -> str:
         return f"{self.embedder.name}|{self.embedder.dims}"
 
-    def check_space(self, stored: str | None) -> bool:
-        """Whether the store must be told our space (it has none); raises if it
-        holds another embedder's vectors."""
+    def check_space(self, stored: str | None) -> None:
+        """Note the store's space (None: no embedder recorded yet, so the first write
+        records ours); raises if another embedder made its vectors."""
         if stored is not None and stored != self.space:
             raise ConfigurationError(
                 f"this store's vectors were made by embedder {stored!r}, not {self.space!r}: "
                 "open it with that embedder, or replace them with "
                 "`memvault reindex --url URL --embedder NEW --replace`")
-        self.checked = True
-        return stored is None
+        self.checked, self.unclaimed = True, stored is None
 
     def vectors(self, texts: list[str], raw: Any) -> Any:
         """The embedder's answer for ``texts`` as unit float32 rows; raises

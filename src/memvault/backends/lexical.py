@@ -155,8 +155,8 @@ def search(txn: IndexTxn, rows: Sequence[Row], scoped: bool, terms: Sequence[str
            include_hidden: bool) -> list[Match]:
     """The ``k`` best matches among the sessions of ``rows`` (live ones), best first.
 
-    ``scoped``: ``rows`` were asked for by id (the index is asked per session);
-    otherwise they are every live session (the index is asked once, for all).
+    ``scoped``: the index is asked per session of ``rows``; otherwise once, for all
+    sessions, and the matches of sessions not in ``rows`` are skipped.
     """
     views = {row.key: _View(txn, row) for row in rows}
     found: list[tuple[float, int, Match]] = []
@@ -198,7 +198,10 @@ class IndexedEngine(Engine):
             else:
                 rows = [row for sid in dict.fromkeys(session_ids)
                         if (row := self._live(txn, sid, now)) is not None]
-            return search(txn, rows, session_ids is not None, terms, k, include_hidden)
+            # one session: the index is asked for its range; several: once for the
+            # whole store, the others' matches skipped (asking per session ranked
+            # every match of the store once per session: 51 sessions, 390 ms)
+            return search(txn, rows, len(rows) == 1, terms, k, include_hidden)
 
 
 __all__ = ["IndexTxn", "IndexedEngine", "WordIndex", "search"]

@@ -119,6 +119,9 @@ class SearchContract(ContractBase):
         found = sorted((h.session_id, h.position) for h in store.search("plum"))
         assert found == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
         assert store.search("gone") == []
+        store.session("d").append([Message.user("plum plum plum")])
+        asked = {h.session_id for h in store.search("plum", k=3, sessions=["a", "b"])}
+        assert asked <= {"a", "b"} and len(store.search("plum", k=3, sessions=["a", "b"])) == 3
 
     @pytest.mark.parametrize("query", [
         '"cat', 'cat"', "cat*", "NEAR(cat dog)", "cat NEAR dog", "words:cat", "cat & dog",

@@ -431,6 +431,27 @@ def compact(
 
 
 @app.command()
+def reindex(
+    embedder: Annotated[str, typer.Option(
+        help="wordllama (built in), or module:attr naming an embedder.")] = "wordllama",
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Delete every stored vector first, and record this embedder.")
+    ] = False,
+    batch: Annotated[int, typer.Option(min=1, help="Texts embedded per batch.")] = 256,
+    url: UrlOption = None,
+) -> None:
+    """Store the search vectors the store is missing (resumable: run it again)."""
+    from memvault import reindex as recall
+
+    chosen = recall.load_embedder(embedder)
+    with recall.open_for_reindex(store_url(url), chosen, replace=replace) as store, \
+            progress_bar("reindexing sessions") as update:
+        stats = recall.reindex(store, batch=batch, progress=update)
+    say(f"reindexed {plural(stats.sessions, 'session')}: {plural(stats.embedded, 'text')} "
+        f"embedded, {stats.texts - stats.embedded} already stored")
+
+
+@app.command()
 def migrate(
     url: UrlOption = None,
     schema: Annotated[str | None, typer.Option(

@@ -181,3 +181,17 @@ class ThreadedAsyncBackend:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.backend.close)
+
+    # The search vectors, when the backend stores them (memvault.vectors.VectorStore).
+    async def vector_space(self) -> str | None:
+        return await asyncio.to_thread(self.backend.vector_space)  # type: ignore[attr-defined]
+
+    async def set_vector_space(self, space: str, reset: bool) -> None:
+        await asyncio.to_thread(self.backend.set_vector_space,  # type: ignore[attr-defined]
+                                space, reset)
+
+    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return await asyncio.to_thread(self.backend.get_vectors, keys)  # type: ignore[attr-defined]
+
+    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        await asyncio.to_thread(self.backend.put_vectors, items)  # type: ignore[attr-defined]

@@ -258,6 +258,23 @@ class Txn(Protocol):
         one a concurrent compact deleted already is skipped)."""
         ...
 
+    # Search vectors (memvault.vectors): store-wide, keyed by their text's hash.
+    def vector_space(self) -> str | None:
+        """The embedder the stored vectors were made by; None if none is recorded."""
+        ...
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        """Record ``space``; ``reset``: delete every stored vector first."""
+        ...
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored vectors of those of ``keys`` that have one."""
+        ...
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store vectors; a key stored already keeps its vector (same text, same vector)."""
+        ...
+
 
 class Engine:
     """A :class:`~memvault.backends.base.Backend` over :class:`Txn` primitives."""
@@ -268,6 +285,30 @@ class Engine:
 
     def close(self) -> None:
         """Release the backend's resources."""
+
+    # The search vectors (memvault.vectors.VectorStore); append and summarize store
+    # their records' vectors in their own transaction.
+    def vector_space(self) -> str | None:
+        with self.transaction(False) as txn:
+            return txn.vector_space()
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        with self.transaction(True) as txn:
+            txn.set_vector_space(space, reset)
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        with self.transaction(False) as txn:
+            return txn.get_vectors(keys)
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        with self.transaction(True) as txn:
+            txn.put_vectors(items)
+
+    @staticmethod
+    def _store_vectors(txn: Txn, records: Sequence[Record]) -> None:
+        items = [r.vector for r in records if r.vector is not None]
+        if items:
+            txn.put_vectors(items)
 
     @staticmethod
     def _live(txn: Txn, name: str, now: float) -> Row | None:
@@ -332,6 +373,7 @@ class Engine:
             row = self._start(txn, session_id, row, w)
             before = (row.head, row.base)
             self._add_nodes(txn, row, [(r.id, r.body) for r in records])
+            self._store_vectors(txn, records)
             self._commit(txn, row, "append", w, before, {"messages": len(records)})
             return row.version
 
@@ -520,6 +562,7 @@ class Engine:
                 raise summarized_through(session_id, through)
             folded = target.depth - row.floor
             self._add_summary(txn, row, record, target.depth, row.summary)
+            self._store_vectors(txn, [record])
             self._commit(txn, row, "summarize", w, (row.head, row.base),
                          {"summary_id": record.id, "through": through, "messages": folded})
             return row.version

@@ -257,6 +257,18 @@ class PostgresBackend:
             raise _pool_failure(exc, self.settings) from exc
         return call.parse(rows)
 
+    def vector_space(self) -> str | None:
+        return self._run(self._calls.vector_space())
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        self._run(self._calls.set_vector_space(space, reset))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return self._run(self._calls.get_vectors(keys))
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._run(self._calls.put_vectors(items))
+
     # One line per protocol method, like RedisBackend's: each hands its call to _run.
     # Alike in shape only.
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
@@ -353,6 +365,18 @@ class AsyncPostgresBackend:
         except (PoolTimeout, PoolClosed) as exc:
             raise _pool_failure(exc, self.settings) from exc
         return call.parse(rows)
+
+    async def vector_space(self) -> str | None:
+        return await self._run(self._calls.vector_space())
+
+    async def set_vector_space(self, space: str, reset: bool) -> None:
+        await self._run(self._calls.set_vector_space(space, reset))
+
+    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return await self._run(self._calls.get_vectors(keys))
+
+    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        await self._run(self._calls.put_vectors(items))
 
     async def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
                      w: Write) -> int:

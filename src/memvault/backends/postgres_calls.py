@@ -14,7 +14,7 @@ is kept exactly and never compared as anything but itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -68,6 +68,10 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "sessions_page": ("text", "bool", "bytea", "float8", "bytea", "int8", "float8"),
     "compact_plan": (),
     "compact_step": ("bigint", "bigint", "bigint", "bigint", "bigint", "float8"),
+    "vector_space": (),
+    "set_vector_space": ("text", "bool"),
+    "get_vectors": ("text[]",),
+    "put_vectors": ("text[]", "bytea[]"),
 }
 
 # The SQLSTATEs of the server-side functions' domain errors.
@@ -197,6 +201,35 @@ class Calls:
             name: f"SELECT * FROM {q}.{name}({', '.join(f'%b::{t}' for t in types)})"
             for name, types in _SIGNATURES.items()
         }
+        # A write with search vectors: put_vectors and the write in one statement, one
+        # transaction (the write's domain error rolls the vectors back too).
+        put = self._sql["put_vectors"].removeprefix("SELECT * FROM ")
+        for name in ("append", "summarize"):
+            write = self._sql[name].removeprefix("SELECT * FROM ")
+            self._sql[f"{name}+vectors"] = f"SELECT w.* FROM {put} AS v, {write} AS w"
+
+    def _with_vectors(self, call: Call[T], records: Sequence[Record]) -> Call[T]:
+        """``call`` storing ``records``' vectors in the same statement, if they have any."""
+        items = [r.vector for r in records if r.vector is not None]
+        if not items:
+            return call
+        keys, vecs = [k for k, _ in items], [v for _, v in items]
+        return replace(call, sql=self._sql[f"{call.op}+vectors"],
+                       params=(keys, vecs, *call.params))
+
+    def vector_space(self) -> Call[str | None]:
+        return self._call("vector_space", (), _scalar, write=False)
+
+    def set_vector_space(self, space: str, reset: bool) -> Call[None]:
+        return self._call("set_vector_space", (space, reset), _ignore, write=True)
+
+    def get_vectors(self, keys: Sequence[str]) -> Call[dict[str, bytes]]:
+        return self._call("get_vectors", (list(keys),),
+                          lambda rows: {r[0]: bytes(r[1]) for r in rows}, write=False)
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Call[None]:
+        return self._call("put_vectors", ([k for k, _ in items], [v for _, v in items]),
+                          _ignore, write=True)
 
     def _call(self, op: str, params: tuple[Any, ...], parse: Callable[[Rows], T], *,
               write: bool, refuse: Refuse = _no_refusals) -> Call[T]:
@@ -219,7 +252,8 @@ class Calls:
 
         params = (_utf8(session_id), [_utf8(r.id) for r in records], [r.body for r in records],
                   expect_version, *self._write(w))
-        return self._call("append", params, _scalar, write=True, refuse=refuse)
+        return self._with_vectors(self._call("append", params, _scalar, write=True,
+                                             refuse=refuse), records)
 
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> Call[list[Stored]]:
@@ -243,8 +277,8 @@ class Calls:
 
         params = (_utf8(session_id), _utf8(through), _utf8(record.id), record.body,
                   expect_version, *self._write(w))
-        return self._call("summarize", params, _scalar, write=True,
-                          refuse=_damage(session_id, refuse))
+        return self._with_vectors(self._call("summarize", params, _scalar, write=True,
+                                             refuse=_damage(session_id, refuse)), [record])
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> Call[list[Stored] | None]:

@@ -63,6 +63,7 @@ from memvault.backends.redis_ops import (
     FETCH_FIELDS,
     WRITE,
     Batch,
+    Command,
     Eval,
     Layout,
     Op,
@@ -283,6 +284,8 @@ class RedisBackend:
             if isinstance(request, Scan):
                 return [key for target in _scan_targets(client)
                         for key in client.scan_iter(match=request.pattern, count=1000, **target)]
+            if isinstance(request, Command):
+                return client.execute_command(*request.args)
             if isinstance(request, Batch):
                 if self._cluster:  # its pipelines refuse scripts: one by one
                     return [self._send(e) for e in request.evals]
@@ -296,6 +299,18 @@ class RedisBackend:
 
     def _run(self, op: Op[T]) -> T:
         return drive(op, self._send)
+
+    def vector_space(self) -> str | None:
+        return self._run(self._ops.vector_space())
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        self._run(self._ops.set_vector_space(space, reset))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return self._run(self._ops.get_vectors(keys))
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._run(self._ops.put_vectors(items))
 
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
@@ -395,6 +410,8 @@ class AsyncRedisBackend:
                 return [key for target in _scan_targets(client)
                         async for key in client.scan_iter(match=request.pattern, count=1000,
                                                           **target)]
+            if isinstance(request, Command):
+                return await client.execute_command(*request.args)
             if isinstance(request, Batch):
                 if self._cluster:  # its pipelines refuse scripts: one by one
                     return [await self._send(e) for e in request.evals]
@@ -408,6 +425,18 @@ class AsyncRedisBackend:
 
     async def _run(self, op: Op[T]) -> T:
         return await drive_async(op, self._send)
+
+    async def vector_space(self) -> str | None:
+        return await self._run(self._ops.vector_space())
+
+    async def set_vector_space(self, space: str, reset: bool) -> None:
+        await self._run(self._ops.set_vector_space(space, reset))
+
+    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return await self._run(self._ops.get_vectors(keys))
+
+    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        await self._run(self._ops.put_vectors(items))
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write

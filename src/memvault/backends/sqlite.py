@@ -137,6 +137,14 @@ WHERE s.shows AND (:count < 0 OR :count > s.above)
 """
 
 
+# Search vectors (memvault.vectors): an index beside the chain, created when a store
+# is first opened with an embedder, outside the versioned schema (dropping it loses
+# nothing: `memvault reindex` rebuilds it). One float32 vector per text hash.
+_VECTORS = (
+    "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS vector_space (space TEXT NOT NULL)",
+)
+
 _MAX_IN = 64
 _PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
 
@@ -272,6 +280,31 @@ class _SqliteTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         self._db.executemany(
             "DELETE FROM nodes WHERE sid = ? AND node = ?", [(row.key, n) for n in nodes])
+
+    def _has_vectors(self) -> bool:
+        return self._one("SELECT 1 FROM sqlite_master WHERE name = 'vectors'") is not None
+
+    def vector_space(self) -> str | None:
+        r = self._one("SELECT space FROM vector_space") if self._has_vectors() else None
+        return r[0] if r else None
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        for statement in _VECTORS:
+            self._db.execute(statement)
+        if reset:
+            self._db.execute("DELETE FROM vectors")
+        self._db.execute("DELETE FROM vector_space")
+        self._db.execute("INSERT INTO vector_space (space) VALUES (?)", (space,))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        if not keys or not self._has_vectors():
+            return {}
+        cur = self._db.execute("SELECT key, vec FROM vectors WHERE key IN"
+                               " (SELECT value FROM json_each(?))", (json.dumps(list(keys)),))
+        return dict(cur.fetchall())
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._db.executemany("INSERT OR IGNORE INTO vectors (key, vec) VALUES (?, ?)", items)
 
 
 class SqliteBackend(Engine):

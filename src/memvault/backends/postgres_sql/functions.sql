@@ -25,6 +25,7 @@
 -- before changing anything, and delete answers false for an expired session. Then
 -- compact became compact_plan + compact_step, bounded steps each its own transaction,
 -- and _garbage refuses a broken chain as the engine does.
+-- Version 7 added the search vectors' functions (vector_space ... put_vectors).
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -795,4 +796,37 @@ BEGIN
                              greatest(0, least(coalesce(p_last, v_depth - p_base),
                                                v_depth - p_base))) c
         ORDER BY c.depth;
+END $$;
+
+-- Search vectors (007_vectors.sql). put_vectors keeps a stored key's vector: the
+-- same text under the same embedder has the same vector. PL/pgSQL, whose bodies are
+-- not checked against the tables when created: a schema migrated up to an older
+-- version (before 7) still takes this file.
+CREATE OR REPLACE FUNCTION @schema@.vector_space() RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT v.space FROM @schema@.vector_space v LIMIT 1);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.set_vector_space(p_space text, p_reset boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_reset THEN
+        DELETE FROM @schema@.vectors;
+    END IF;
+    DELETE FROM @schema@.vector_space;
+    INSERT INTO @schema@.vector_space (space) VALUES (p_space);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.get_vectors(p_keys text[])
+RETURNS TABLE (key text, vec bytea) LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT v.key, v.vec FROM @schema@.vectors v WHERE v.key = ANY (p_keys);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.put_vectors(p_keys text[], p_vecs bytea[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO @schema@.vectors AS v (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
+    ON CONFLICT (key) DO NOTHING;
 END $$;

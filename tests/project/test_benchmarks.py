@@ -86,3 +86,30 @@ def test_the_peer_table_holds_memvault_to_raw_and_to_every_peer(tmp_path: Path) 
     assert "| Redis: append — big | 1.40x | — | **not met** |" in rows
     assert not any("memvault async" in row for row in rows)
     assert peers.write(tmp_path / "nothing-here") is None
+
+
+def test_stopping_the_run_stops_the_running_benchmark(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--only",
+                             "summaries-sqlite", "--out", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = None
+    for _ in range(200):
+        found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+        if found.stdout.strip():
+            child = int(found.stdout.split()[0])
+            break
+        time.sleep(0.05)
+    assert child is not None
+    proc.terminate()
+    assert proc.wait(timeout=60) != 0
+    time.sleep(0.5)
+    try:
+        os.kill(child, 0)
+    except ProcessLookupError:
+        return
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the benchmark outlived run.py")

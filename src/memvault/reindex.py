@@ -63,7 +63,7 @@ def reindex(store: Store, *, batch: int = BATCH,
             progress: Callable[[int, int], None] = lambda done, total: None) -> ReindexStats:
     """Embed and store the missing vectors of every live session of ``store``,
     calling ``progress(sessions done, sessions)`` as it goes."""
-    index = store.vectors()
+    index = store.claimed()
     if index is None:
         raise ConfigurationError("reindex needs a store opened with an embedder")
     backend = vector_store(store.backend)

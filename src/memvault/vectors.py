@@ -24,7 +24,8 @@ from typing import Any, Protocol
 from memvault.embedders import Embedder
 from memvault.errors import ConfigurationError, InvalidArgumentError
 from memvault.messages import Message, Record, decode_message
-from memvault.search import Hit, text_of
+from memvault.search import Hit
+from memvault.words import text_of
 
 RRF_C = 60
 """Reciprocal rank fusion's constant: a hit at rank r (from 1) scores 1 / (60 + r)."""
@@ -61,8 +62,8 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, c: int = RRF_C) -> list[Hit]:
     """Reciprocal rank fusion: each hit scores the sum over ``lists`` of
     ``1 / (c + rank)`` (rank from 1) where it appears, identified by session and
     position; the ``k`` best, best first, ties in order of first appearance."""
-    scores: dict[tuple[str, int], float] = {}
-    first: dict[tuple[str, int], Hit] = {}
+    scores: dict[tuple[str, int | None], float] = {}
+    first: dict[tuple[str, int | None], Hit] = {}
     for hits in lists:
         for rank, hit in enumerate(hits, 1):
             key = (hit.session_id, hit.position)
@@ -79,22 +80,22 @@ class Index:
 
     embedder: Embedder
     checked: bool = False
+    unclaimed: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def space(self) -> str:
         return f"{self.embedder.name}|{self.embedder.dims}"
 
-    def check_space(self, stored: str | None) -> bool:
-        """Whether the store must be told our space (it has none); raises if it
-        holds another embedder's vectors."""
+    def check_space(self, stored: str | None) -> None:
+        """Note the store's space (None: no embedder recorded yet, so the first write
+        records ours); raises if another embedder made its vectors."""
         if stored is not None and stored != self.space:
             raise ConfigurationError(
                 f"this store's vectors were made by embedder {stored!r}, not {self.space!r}: "
                 "open it with that embedder, or replace them with "
                 "`memvault reindex --url URL --embedder NEW --replace`")
-        self.checked = True
-        return stored is None
+        self.checked, self.unclaimed = True, stored is None
 
     def vectors(self, texts: list[str], raw: Any) -> Any:
         """The embedder's answer for ``texts`` as unit float32 rows; raises

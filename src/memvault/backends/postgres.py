@@ -247,14 +247,19 @@ class PostgresBackend:
         return f"PostgresBackend({self.settings.where!r}, schema={self.settings.schema!r})"
 
     def _run(self, call: Call[T]) -> T:
+        lost = False
         try:
             with self._pool.connection() as conn:
                 try:
                     rows = conn.execute(call.sql, call.params).fetchall()
                 except psycopg.Error as exc:
-                    raise failure(exc, call, conn.broken) from exc
+                    lost = conn.broken
+                    raise failure(exc, call, lost) from exc
         except (PoolTimeout, PoolClosed) as exc:
             raise _pool_failure(exc, self.settings) from exc
+        finally:
+            if lost:  # the server went away: drop the pool's other dead connections too,
+                self._pool.check()  # so that the caller's retry gets a live one
         return call.parse(rows)
 
     def vector_space(self) -> str | None:
@@ -355,15 +360,20 @@ class AsyncPostgresBackend:
     async def _run(self, call: Call[T]) -> T:
         if not self._open:
             await self._start()
+        lost = False
         try:
             async with self._pool.connection() as conn:
                 try:
                     cur = await conn.execute(call.sql, call.params)
                     rows = await cur.fetchall()
                 except psycopg.Error as exc:
-                    raise failure(exc, call, conn.broken) from exc
+                    lost = conn.broken
+                    raise failure(exc, call, lost) from exc
         except (PoolTimeout, PoolClosed) as exc:
             raise _pool_failure(exc, self.settings) from exc
+        finally:
+            if lost:  # as in PostgresBackend._run
+                await self._pool.check()
         return call.parse(rows)
 
     async def vector_space(self) -> str | None:

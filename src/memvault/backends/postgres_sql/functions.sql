@@ -716,13 +716,18 @@ END $$;
 -- held `budget` nodes (next_node - 1 counts each one's nodes, stored or not). Each
 -- session is done whole within the step: an expired one purged, events beyond the
 -- newest `keep_events` dropped, unreachable nodes deleted. Returns what it removed,
--- how many sessions it took and the last sid (NULL: none was left).
+-- how many sessions it took and the last sid (NULL: none was left). Every query in
+-- it (and in _garbage) reads one session through an index; the planner's guesses for
+-- _garbage's recursive walk run to millions of rows, which made PostgreSQL JIT-compile
+-- it for every session (110-540 ms each on a 1M-message store, against ~1 ms of
+-- work), so JIT, sequential and bitmap scans and sorts are off inside it.
 DROP FUNCTION IF EXISTS @schema@.compact(bigint, double precision);
 CREATE OR REPLACE FUNCTION @schema@.compact_step(
     p_after bigint, p_until bigint, p_limit bigint, p_budget bigint, p_keep_events bigint,
     p_now double precision
 ) RETURNS TABLE (nodes bigint, events bigint, sessions bigint, done bigint, last_sid bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off
+    SET enable_sort = off AS $$
 DECLARE
     v_row @schema@.sessions;
     v_dead bigint[];

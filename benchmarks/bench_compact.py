@@ -55,9 +55,10 @@ PAUSE = 0.002
 """Seconds between two appends of the appender: a steady rate, not a saturating loop."""
 
 
-def appender(url: str, sessions: int, stop: Any, out: Any) -> None:
+def appender(url: str, sessions: int, stop: Any, out: Any, failed: Any) -> None:
     """Append a turn to a random session until ``stop`` is set; put the list of
-    (monotonic start, seconds) of every append on ``out``."""
+    (monotonic start, seconds) of every append on ``out``; count in ``failed`` those
+    that gave up waiting (their time is kept)."""
     rng = random.Random(os.getpid())
     timings = []
     with memvault.open(url) as store:
@@ -65,7 +66,10 @@ def appender(url: str, sessions: int, stop: Any, out: Any) -> None:
             s = store.session(session_id(rng.randrange(sessions)))
             turn = [Message.user("how far along is it?"), Message.assistant("nearly there")]
             start = time.monotonic()
-            s.append(turn)
+            try:
+                s.append(turn)
+            except memvault.BackendUnavailableError:  # e.g. SQLite's busy_timeout ran out
+                failed.value += 1
             timings.append((start, time.monotonic() - start))
             time.sleep(PAUSE)
     out.put(timings)
@@ -75,8 +79,8 @@ def with_appends(url: str, sessions: int, work: Callable[[], object]
                  ) -> tuple[list[float], float]:
     """Run ``work`` while the appender runs (after 1.5 s of start-up and warm-up); the
     latencies of the appends that overlapped ``work``, and how long ``work`` took."""
-    stop, out = SPAWN.Event(), SPAWN.Queue()
-    proc = SPAWN.Process(target=appender, args=(url, sessions, stop, out))
+    stop, out, failed = SPAWN.Event(), SPAWN.Queue(), SPAWN.Value("i", 0)
+    proc = SPAWN.Process(target=appender, args=(url, sessions, stop, out, failed))
     proc.start()
     time.sleep(1.5)  # process start-up, imports, connection, warm-up
     begin = time.monotonic()
@@ -85,6 +89,8 @@ def with_appends(url: str, sessions: int, work: Callable[[], object]
     stop.set()
     timings = out.get(timeout=120)
     proc.join(timeout=60)
+    if failed.value:
+        print(f"{failed.value} appends gave up waiting", file=sys.stderr)
     return [t for s, t in timings if s <= end and s + t >= begin], end - begin
 
 

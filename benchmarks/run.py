@@ -93,6 +93,12 @@ BENCHMARKS: list[Entry] = [
           (*_PEERS_FULL, "--url", "{redis_url}"), needs=(REDIS,)),
     Entry("postgres", "bench_postgres.py", (*_PEERS_QUICK, "--url", "{pg_url}"),
           (*_PEERS_FULL, "--url", "{pg_url}"), needs=(POSTGRES,)),
+    # history after 400,000 dead node rows (as the issue measured), never vacuumed
+    Entry("postgres-churn", "bench_postgres.py",
+          ("--calls", "100", "--warmup", "20", "--runs", "1", "--only", "history",
+           "--churn", "20", "--url", "{pg_url}"),
+          ("--calls", "1000", "--warmup", "200", "--runs", "3", "--only", "history",
+           "--churn", "400", "--url", "{pg_url}"), needs=(POSTGRES,)),
     Entry("langgraph", "bench_langgraph.py",
           ("--calls", "20", "--warmup", "5", "--runs", "1", "--turns", "40", "--every", "10",
            "--pg", "{pg_url}", "--skip-bytes"),
@@ -129,6 +135,12 @@ BENCHMARKS: list[Entry] = [
         ("sqlite", ("sqlite:///{tmp}/compact.db?durability=normal",), ()),
         ("postgres", ("{pg_url}", "--schema", "bench_compact", "--drop"), (POSTGRES,)),
         ("redis", ("{redis_url}", "--prefix", "bench-compact", "--drop"), (REDIS,)))),
+    *(Entry(f"vectors-{name}", "bench_vectors.py",
+            ("--url", url, "--size", "2000", "--calls", "5", "--append-calls", "50", "--runs", "1"),
+            ("--url", url, "--size", "10000", "--calls", "30", "--append-calls", "500"),
+            needs=needs) for name, url, needs in (
+        ("sqlite", "sqlite:///{tmp}/vectors.db", ()),
+        ("postgres", "{pg_url}", (POSTGRES,)))),
 ]
 
 

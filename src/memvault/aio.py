@@ -150,12 +150,15 @@ class AsyncStore:
         if include_hidden:
             raise no_index(self.backend, vectors is not None)
         ids = await self.sessions() if ids is None else ids
-        histories = [(sid, await self.session(sid).history(full=True)) for sid in ids]
         if vectors is None:
-            return rank(terms, histories, k)
+            return rank(terms, [(sid, await self.session(sid).history(full=True)) for sid in ids],
+                        k)
+        read = self.options.read_args(None, True, self.options.now())
+        views = [(sid, await self.backend.history(sid, *read)) for sid in ids]
         found = (hits(await lexical(ids, terms, depth(k), False, self.options.now()))
-                 if lexical is not None else rank(terms, histories, depth(k)))
-        docs = vectors.docs(histories)
+                 if lexical is not None else
+                 rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k)))
+        docs = vectors.docs(views)
         vectors.remember(await vector_store(self.backend).get_vectors(vectors.unknown(docs)))
         texts = vectors.to_embed(query, docs)
         return vectors.rank(texts, await aembed(vectors.embedder, texts), docs, found, k)

@@ -408,12 +408,15 @@ class Store:
         if include_hidden:
             raise no_index(self.backend, vectors is not None)
         ids = self.sessions() if ids is None else ids
-        histories = [(sid, self.session(sid).history(full=True)) for sid in ids]
         if vectors is None:
-            return rank(terms, histories, k)
+            return rank(terms, [(sid, self.session(sid).history(full=True)) for sid in ids],
+                        k)
+        read = self.options.read_args(None, True, self.options.now())
+        views = [(sid, self.backend.history(sid, *read)) for sid in ids]
         found = (hits(lexical(ids, terms, depth(k), False, self.options.now()))
-                 if lexical is not None else rank(terms, histories, depth(k)))
-        docs = vectors.docs(histories)
+                 if lexical is not None else
+                 rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k)))
+        docs = vectors.docs(views)
         vectors.remember(vector_store(self.backend).get_vectors(vectors.unknown(docs)))
         texts = vectors.to_embed(query, docs)
         return vectors.rank(texts, vectors.embedder.embed(texts), docs, found, k)

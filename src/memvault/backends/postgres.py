@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from memvault.backends.base import AsyncBackend, Backend, Stored, Write
+from memvault.backends.base import AsyncBackend, Backend, Match, Stored, Write
 from memvault.backends.postgres_calls import Call, Calls, failure, reason_of
 from memvault.backends.postgres_migrations import (
     DEFAULT_SCHEMA,
@@ -325,6 +325,10 @@ class PostgresBackend:
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return self._run(self._calls.sessions_page(query, now))
 
+    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
+               include_hidden: bool, now: float) -> list[Match]:
+        return drive(self._calls.search(session_ids, terms, k, include_hidden, now), self._run)
+
     def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         return drive(self._calls.compact(keep_events, now, batch, progress), self._run)
@@ -437,6 +441,11 @@ class AsyncPostgresBackend:
 
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return await self._run(self._calls.sessions_page(query, now))
+
+    async def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
+                     include_hidden: bool, now: float) -> list[Match]:
+        return await drive_async(self._calls.search(session_ids, terms, k, include_hidden, now),
+                                 self._run)
 
     async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                       progress: Progress | None = None) -> CompactStats:

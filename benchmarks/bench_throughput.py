@@ -39,6 +39,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -325,6 +326,9 @@ def main() -> None:
     ap.add_argument("--plot", default=None, help="write the PNG there")
     ap.add_argument("--json", default=None, help="write the table's rows there")
     args = ap.parse_args()
+    # run.py stops a benchmark with SIGTERM: exit through the finally blocks that delete
+    # the run's keys, schemas and files
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
     start_load = load()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="memvault-throughput-") as tmp:

@@ -202,3 +202,29 @@ def drive_steps(calls: Calls) -> Iterator[Call[Any]]:
     yield plan
     step = operation.send((10, 2**62))
     yield step
+
+
+def test_search_never_runs_a_jit_compiled_plan(
+        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    """search_pending, search_index and search (JIT made to apply to every plan here):
+    no statement inside them is JIT-compiled. Failing: their estimates passed
+    jit_above_cost and every call compiled for 1.1-1.8 s (load average 17) of
+    sub-millisecond work."""
+    conn, plans = explained
+    with memvault.open(url_for(schema)) as store:
+        store.session("s").append([Message.user(f"kiwi {i}") for i in range(50)])
+    conn.execute("SET jit = on")
+    conn.execute("SET jit_above_cost = 0")
+    plans.clear()
+    operation = Calls(schema).search(None, ["kiwi"], 10, False, time.time())
+    call = next(operation)
+    try:
+        while True:
+            call = operation.send(call.parse(conn.execute(call.sql, call.params).fetchall()))
+    except StopIteration as done:
+        assert len(done.value) == 10
+    inside = [p for p in plans if not re.search(r"Query Text: SELECT \* FROM \S+\.search", p)]
+    assert any(".search_postings" in p for p in inside), "auto_explain reported no plan inside"
+    jitted = [p for p in inside if "JIT:" in p]
+    assert not jitted, f"{len(jitted)} of {len(inside)} plans were JIT-compiled:\n\n" + \
+        "\n\n".join(jitted[:2])

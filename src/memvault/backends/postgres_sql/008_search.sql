@@ -17,12 +17,16 @@ CREATE TABLE @schema@.search_docs (
     length integer NOT NULL,
     PRIMARY KEY (sid, node)
 );
+-- A posting repeats its node's length and summary flag: a search reads one index
+-- range per word and never joins search_docs.
 CREATE TABLE @schema@.search_postings (
     term text NOT NULL,
     sid bigint NOT NULL,
     node bigint NOT NULL,
     tf integer NOT NULL,
-    PRIMARY KEY (term, sid, node)
+    length integer NOT NULL,
+    summary boolean NOT NULL,
+    PRIMARY KEY (term, sid, node) INCLUDE (tf, length, summary)
 );
 CREATE INDEX search_postings_node ON @schema@.search_postings (sid, node);
 CREATE TABLE @schema@.search_marks (

@@ -247,7 +247,7 @@ def bench_append(s: Stores, durability: str, calls: int, warmup: int, runs: int)
 def targets(cmps: dict[str, Comparison]) -> list[str]:
     """The issue's targets, each with the measured figure."""
     out = []
-    for d, limit in (("full", 2.0), ("normal", 3.0)):
+    for d, limit in (("full", 2.0), ("normal", 2.5)):
         if f"append-{d}" in cmps:
             out.append(at_most(f"append at {d}: memvault <= {limit:g}x raw sqlite3",
                                cmps[f"append-{d}"], (d, MEMVAULT), (d, RAW), limit))

@@ -9,6 +9,7 @@ to store and read a conversation, with a named pointer for snapshot and rollback
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -211,6 +212,8 @@ def arguments(doc: str, only: Sequence[str]) -> argparse.ArgumentParser:
                     help="timed calls of langchain's history (it reads all 10,000 messages)")
     ap.add_argument("--only", nargs="*", default=list(only))
     ap.add_argument("--out", default=None, help="write the Markdown report there too")
+    ap.add_argument("--json", default=None,
+                    help="write every candidate's per-run p50s there (benchmarks/run.py's summary)")
     return ap
 
 
@@ -251,3 +254,13 @@ def report(args: argparse.Namespace, facts: list[str], sections: list[str],
     print(text)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures(cmps), indent=1), encoding="utf-8")
+
+
+def figures(cmps: dict[str, Comparison]) -> list[dict[str, Any]]:
+    """Every candidate of every comparison: its comparison's key and title, group, name,
+    the baseline's name and the p50 of each run (seconds), for ratios taken run by run."""
+    return [{"comparison": key, "title": cmp.title, "group": group, "name": name,
+             "baseline": cmp.baseline, "run_p50s": result.run_p50s()}
+            for key, cmp in cmps.items() for (group, name), result in cmp.results.items()]

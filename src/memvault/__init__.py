@@ -24,7 +24,8 @@ from memvault.errors import (
     VersionNotFoundError,
 )
 from memvault.messages import Message, ToolCall
-from memvault.model import CompactStats, Event, Limits, SessionInfo, Snapshot
+from memvault.model import CompactProgress, CompactStats, Event, Limits, SessionInfo, Snapshot
+from memvault.paging import SessionPage
 from memvault.search import Hit
 from memvault.store import Session, Store, open
 
@@ -35,6 +36,7 @@ __all__ = [
     "AsyncStore",
     "BackendError",
     "BackendUnavailableError",
+    "CompactProgress",
     "CompactStats",
     "ConfigurationError",
     "ConflictError",
@@ -50,6 +52,7 @@ __all__ = [
     "OutcomeUnknownError",
     "Session",
     "SessionInfo",
+    "SessionPage",
     "Snapshot",
     "SnapshotExistsError",
     "SnapshotNotFoundError",

@@ -11,11 +11,23 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.base import AsyncBackend
-from memvault.messages import Message, MessageLike
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_count
+from memvault.embedders import aembed
+from memvault.messages import Message, MessageLike, Record
+from memvault.model import (
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    check_batch,
+    check_count,
+)
+from memvault.paging import SessionPage, check_page, page_of
 from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
+from memvault.vectors import Index, depth, vector_store
 
 
 class AsyncSession:
@@ -32,7 +44,8 @@ class AsyncSession:
 
     async def append(self, messages: Sequence[MessageLike], *,
                      expect_version: int | None = None) -> int:
-        records = self._opts.encode(messages, expect_version)
+        records = await self._store.embedded(self.id,
+                                             self._opts.encode(messages, expect_version))
         return await self._backend.append(self.id, records, expect_version, self._opts.write())
 
     async def history(self, last: int | None = None, *, full: bool = False,
@@ -54,6 +67,7 @@ class AsyncSession:
     async def summarize(self, summary: MessageLike, *, through: str,
                         expect_version: int | None = None) -> int:
         record, through = self._opts.check_summary(summary, through, expect_version)
+        record, = await self._store.embedded(self.id, [record])
         return await self._backend.summarize(self.id, record, through, expect_version,
                                              self._opts.write())
 
@@ -93,7 +107,8 @@ class AsyncSession:
 
     async def search(self, query: str, k: int = 10) -> list[Hit]:
         terms, k = check_query(query, k)
-        return rank(terms, [(self.id, await self.history(full=True))], k)
+        return await self._store.recall(query, terms, [(self.id, await self.history(full=True))],
+                                        k)
 
     async def delete(self) -> bool:
         return await self._backend.delete(self.id, self._opts.now())
@@ -110,22 +125,58 @@ class AsyncStore:
     def __repr__(self) -> str:
         return f"AsyncStore({redact(self.options.url)!r})"
 
+    async def vectors(self) -> Index | None:
+        """The semantic index, checked on first use (see :meth:`memvault.Store.vectors`)."""
+        index = self.options.index
+        if index is not None and not index.checked:
+            backend = vector_store(self.backend)
+            if index.check_space(await backend.vector_space()):
+                await backend.set_vector_space(index.space, False)
+        return index
+
+    async def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
+        index = await self.vectors()
+        if index is None:
+            return records
+        texts = index.texts_of(session_id, records)
+        return index.attach(records, texts, await aembed(index.embedder, texts))
+
+    async def recall(self, query: str, terms: list[str],
+                     histories: list[tuple[str, list[Message]]], k: int) -> list[Hit]:
+        index = await self.vectors()
+        if index is None:
+            return rank(terms, histories, k)
+        lexical = rank(terms, histories, depth(k))
+        docs = index.docs(histories)
+        index.remember(await vector_store(self.backend).get_vectors(index.unknown(docs)))
+        texts = index.to_embed(query, docs)
+        return index.rank(texts, await aembed(index.embedder, texts), docs, lexical, k)
+
     def session(self, session_id: str) -> AsyncSession:
         return AsyncSession(self, session_id)
 
     async def sessions(self) -> list[str]:
         return await self.backend.sessions(self.options.now())
 
+    async def sessions_page(self, limit: int = 100, *, cursor: str | None = None,
+                            order: str = "id", descending: bool = False,
+                            match: str | None = None) -> SessionPage:
+        query = check_page(limit, cursor, order, descending, match)
+        return page_of(query, await self.backend.sessions_page(query, self.options.now()))
+
     async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
                      ) -> list[Hit]:
         terms, k = check_query(query, k)
         ids = await self.sessions() if sessions is None else check_sessions(sessions)
-        return rank(terms, [(sid, await self.session(sid).history(full=True)) for sid in ids], k)
+        return await self.recall(query, terms, [(sid, await self.session(sid).history(full=True))
+                                                for sid in ids], k)
 
-    async def compact(self, keep_events: int | None = None) -> CompactStats:
+    async def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
         if keep_events is not None:
             check_count("keep_events", keep_events)
-        return await self.backend.compact(keep_events, self.options.now())
+        check_batch(batch)
+        return await self.backend.compact(keep_events, self.options.now(), batch, progress)
 
     async def close(self) -> None:
         await self.backend.close()

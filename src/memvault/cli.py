@@ -24,7 +24,9 @@ from memvault import demo as demo_module
 from memvault import transfer
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
-from memvault.terminal import columns, emit, error, json_line, plural, say, shown
+from memvault.model import COMPACT_BATCH
+from memvault.paging import MAX_LIMIT, ORDERS, SessionPage
+from memvault.terminal import columns, emit, error, json_line, plural, progress_bar, say, shown
 from memvault.ui import views
 from memvault.ui.text import timeline_lines
 from memvault.urls import backend_module, redact, resolve
@@ -244,17 +246,53 @@ def demo(url: UrlOption = None) -> None:
 
 
 @app.command()
-def sessions(url: UrlOption = None, as_json: JsonOption = False) -> None:
-    """List the live sessions."""
+def sessions(
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+    limit: Annotated[int | None, typer.Option(
+        min=1, max=MAX_LIMIT, help="One page of at most N sessions, then the cursor to the "
+        "next page (default: every session).")] = None,
+    cursor: Annotated[str | None, typer.Option(
+        help="Continue after the page that printed this cursor (same --order, --desc and "
+        "--match).")] = None,
+    order: Annotated[str, typer.Option(
+        help=f"Order by {', '.join(ORDERS)} (then by id).")] = "id",
+    desc: Annotated[bool, typer.Option("--desc", help="Descending order.")] = False,
+    match: Annotated[str | None, typer.Option(
+        help="Only ids containing this text (case-sensitive).")] = None,
+) -> None:
+    """List the live sessions, all or a page at a time (--limit, --cursor).
+
+    With --json, one session a line; with --limit, a last line {"cursor": ...} holds
+    the next page's cursor (null after the last page)."""
     with opened(url, read_only=True) as store:
-        infos = (info for info in map(lambda sid: store.session(sid).info(), store.sessions())
-                 if info is not None)
+        pages = _pages(store, limit or _ALL_PAGE, cursor, order, desc, match, limit is None)
+        infos = (info for page in pages for info in page.sessions)
         if as_json:
             emit(json_line(_record(i)) for i in infos)
-            return
-        emit(columns(["session", "version", "messages", "updated (UTC)", "expires (UTC)"],
-                     ([i.session_id, str(i.version), str(i.length), _when(i.updated_at),
-                       _when(i.expires_at)] for i in infos)))
+        else:
+            emit(columns(["session", "version", "messages", "updated (UTC)", "expires (UTC)"],
+                         ([i.session_id, str(i.version), str(i.length), _when(i.updated_at),
+                           _when(i.expires_at)] for i in infos)))
+        if limit is not None:
+            after = pages[-1].cursor
+            emit([json_line({"cursor": after}) if as_json else
+                  f"next page: --cursor {after}" if after else "(last page)"])
+
+
+_ALL_PAGE = 1000
+"""Sessions per page when the command lists them all."""
+
+
+def _pages(store: memvault.Store, limit: int, cursor: str | None, order: str,
+           descending: bool, match: str | None, every: bool) -> list[SessionPage]:
+    """The page asked for, or (``every``) every page from ``cursor`` on."""
+    pages = [store.sessions_page(limit, cursor=cursor, order=order, descending=descending,
+                                 match=match)]
+    while every and pages[-1].cursor:
+        pages.append(store.sessions_page(limit, cursor=pages[-1].cursor, order=order,
+                                         descending=descending, match=match))
+    return pages
 
 
 @app.command()
@@ -363,11 +401,17 @@ def rollback(
 def compact(
     keep_events: Annotated[int | None, typer.Option(min=0, help="Events kept per session.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    batch: Annotated[int, typer.Option(min=1, help="Sessions per step (one short "
+                                                   "transaction each).")] = COMPACT_BATCH,
+    as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
     """Delete expired sessions, and messages nothing reaches any more, for good.
 
-    Asks first on a terminal; elsewhere (scripts, cron) it needs --yes.
+    Asks first on a terminal; elsewhere (scripts, cron) it needs --yes. It works in
+    short steps that never hold writers up for long, with a progress bar on a
+    terminal; stopped at any point, it leaves every session whole, and running it
+    again finishes the job.
     """
     target = store_url(url)
     if not yes:
@@ -376,10 +420,35 @@ def compact(
         if not typer.confirm(f"Delete expired sessions and unreachable messages in "
                              f"{shown(redact(target))} for good?"):
             raise ConfirmationNeeded("nothing deleted")
-    with opened(target) as store:
-        stats = store.compact(keep_events=keep_events)
+    with opened(target) as store, progress_bar("compacting", enabled=not as_json) as update:
+        stats = store.compact(keep_events=keep_events, batch=batch,
+                              progress=lambda p: update(p.done, p.total))
+    if as_json:
+        emit([json_line(dataclasses.asdict(stats))])
+    else:
         say(f"removed {plural(stats.nodes, 'message')}, {plural(stats.events, 'event')}, "
             f"{plural(stats.sessions, 'expired session')}")
+
+
+@app.command()
+def reindex(
+    embedder: Annotated[str, typer.Option(
+        help="wordllama (built in), or module:attr naming an embedder.")] = "wordllama",
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Delete every stored vector first, and record this embedder.")
+    ] = False,
+    batch: Annotated[int, typer.Option(min=1, help="Texts embedded per batch.")] = 256,
+    url: UrlOption = None,
+) -> None:
+    """Store the search vectors the store is missing (resumable: run it again)."""
+    from memvault import reindex as recall
+
+    chosen = recall.load_embedder(embedder)
+    with recall.open_for_reindex(store_url(url), chosen, replace=replace) as store, \
+            progress_bar("reindexing sessions") as update:
+        stats = recall.reindex(store, batch=batch, progress=update)
+    say(f"reindexed {plural(stats.sessions, 'session')}: {plural(stats.embedded, 'text')} "
+        f"embedded, {stats.texts - stats.embedded} already stored")
 
 
 @app.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
@@ -102,6 +103,38 @@ class CompactStats:
     events: int = 0
     sessions: int = 0
 
+    def __add__(self, other: CompactStats) -> CompactStats:
+        return CompactStats(self.nodes + other.nodes, self.events + other.events,
+                            self.sessions + other.sessions)
+
+
+COMPACT_BATCH = 100
+"""Sessions one step of ``compact`` takes at most (each step is one transaction)."""
+COMPACT_STEP_NODES = 10_000
+"""A step of ``compact`` takes no further session once those it took held this many
+nodes, so a step stays short however big its sessions (one session is one step at
+least)."""
+
+
+@dataclass(frozen=True)
+class CompactProgress:
+    """How far a running ``Store.compact`` has got, after each of its steps.
+
+    Attributes:
+        done: sessions examined so far.
+        total: sessions stored when compact began (those created later are not
+            examined: they are new).
+        removed: what it removed so far.
+    """
+
+    done: int
+    total: int
+    removed: CompactStats
+
+
+Progress = Callable[[CompactProgress], None]
+"""A callback ``Store.compact`` calls after each step."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -167,6 +200,18 @@ def check_count(what: str, value: object) -> int:
         shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
         raise InvalidArgumentError(f"{what} must be an integer from 0 to 2**63-1, got {shown}")
     return value
+
+
+def check_batch(value: object) -> int:
+    """``compact``'s ``batch``: an int from 1 to 2**63-1; checked before any I/O.
+
+    Raises:
+        InvalidArgumentError: naming ``batch``.
+    """
+    batch = check_count("batch", value)
+    if batch == 0:
+        raise InvalidArgumentError("batch must be an integer from 1 to 2**63-1, got 0")
+    return batch
 
 
 def check_seconds(what: str, value: object, *, zero_ok: bool = False,

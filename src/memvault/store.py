@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.base import Backend, Stored, Write
+from memvault.embedders import as_embedder
 from memvault.errors import ConfigurationError, InvalidMessageError, VersionNotFoundError
 from memvault.messages import (
     Message,
@@ -26,16 +27,21 @@ from memvault.messages import (
     encode_message,
 )
 from memvault.model import (
+    COMPACT_BATCH,
     CompactStats,
     Event,
     Limits,
+    Progress,
     SessionInfo,
     Snapshot,
+    check_batch,
     check_count,
     check_seconds,
 )
+from memvault.paging import SessionPage, check_page, page_of
 from memvault.search import Hit, check_query, check_sessions, rank
 from memvault.urls import open_backend, redact, resolve
+from memvault.vectors import Index, depth, vector_store
 
 _HOST = socket.gethostname()
 MAX_TTL = 100 * 365.25 * 86400
@@ -54,14 +60,21 @@ class Options:
         ttl: seconds of inactivity after which a session expires (sliding; None: never).
         writer: the label recorded in the event log (default ``host:pid``).
         limits: input limits.
+        embedder: what makes search vectors (see :func:`memvault.embedders.as_embedder`);
+            None: lexical search only, and writes cost nothing more.
+        index: the semantic side built on ``embedder`` (None without one).
     """
 
     url: str
     ttl: float | None = None
     writer: str | None = None
     limits: Limits = field(default_factory=Limits)
+    embedder: Any = field(default=None, compare=False)
+    index: Index | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if self.embedder is not None:
+            object.__setattr__(self, "index", Index(as_embedder(self.embedder)))
         if self.ttl is not None:
             check_seconds("ttl", self.ttl, at_most=MAX_TTL)
         if self.writer is not None and (not isinstance(self.writer, str) or not self.writer
@@ -147,7 +160,7 @@ class Options:
 
 def split_options(url: str | None, options: dict[str, Any]) -> tuple[Options, dict[str, Any]]:
     """Separate the handle's options from the backend's."""
-    own = {k: options.pop(k) for k in ("ttl", "writer", "limits") if k in options}
+    own = {k: options.pop(k) for k in ("ttl", "writer", "limits", "embedder") if k in options}
     return Options(resolve(url), **own), options
 
 
@@ -185,7 +198,7 @@ class Session:
             DuplicateMessageError: the batch mixes stored and new ids.
             ConflictError: ``expect_version`` did not match.
         """
-        records = self._opts.encode(messages, expect_version)
+        records = self._store.embedded(self.id, self._opts.encode(messages, expect_version))
         return self._backend.append(self.id, records, expect_version, self._opts.write())
 
     def history(self, last: int | None = None, *, full: bool = False,
@@ -255,6 +268,7 @@ class Session:
             ConflictError: ``expect_version`` did not match.
         """
         record, through = self._opts.check_summary(summary, through, expect_version)
+        record, = self._store.embedded(self.id, [record])
         return self._backend.summarize(self.id, record, through, expect_version,
                                        self._opts.write())
 
@@ -320,9 +334,10 @@ class Session:
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         """The ``k`` messages of the full view (summaries included) that best match
-        ``query``, best first (BM25 over their words; see :mod:`memvault.search`)."""
+        ``query``, best first: BM25 over their words (:mod:`memvault.search`), fused
+        with cosine similarity when the store has an embedder (:mod:`memvault.vectors`)."""
         terms, k = check_query(query, k)
-        return rank(terms, [(self.id, self.history(full=True))], k)
+        return self._store.recall(query, terms, [(self.id, self.history(full=True))], k)
 
     def delete(self) -> bool:
         """Physically remove every message, snapshot and event of the session.
@@ -347,13 +362,76 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({redact(self.options.url)!r})"
 
+    def vectors(self) -> Index | None:
+        """The semantic index, checked against the store's vectors on first use
+        (ConfigurationError if another embedder made them); None without an embedder."""
+        index = self.options.index
+        if index is not None and not index.checked:
+            backend = vector_store(self.backend)
+            if index.check_space(backend.vector_space()):
+                backend.set_vector_space(index.space, False)
+        return index
+
+    def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
+        """``records`` with their vectors, embedded before anything is written."""
+        index = self.vectors()
+        if index is None:
+            return records
+        texts = index.texts_of(session_id, records)
+        return index.attach(records, texts, index.embedder.embed(texts))
+
+    def recall(self, query: str, terms: list[str], histories: list[tuple[str, list[Message]]],
+               k: int) -> list[Hit]:
+        """The ``k`` best hits among ``histories``: lexical, or hybrid with an embedder."""
+        index = self.vectors()
+        if index is None:
+            return rank(terms, histories, k)
+        lexical = rank(terms, histories, depth(k))
+        docs = index.docs(histories)
+        index.remember(vector_store(self.backend).get_vectors(index.unknown(docs)))
+        texts = index.to_embed(query, docs)
+        return index.rank(texts, index.embedder.embed(texts), docs, lexical, k)
+
     def session(self, session_id: str) -> Session:
         """A handle on session ``session_id``; nothing is written."""
         return Session(self, session_id)
 
     def sessions(self) -> list[str]:
-        """Ids of the live (unexpired) sessions, sorted."""
+        """Ids of the live (unexpired) sessions, sorted: all of them in one list (its
+        cost grows with the store). :meth:`sessions_page` lists them a page at a time."""
         return self.backend.sessions(self.options.now())
+
+    def sessions_page(self, limit: int = 100, *, cursor: str | None = None,
+                      order: str = "id", descending: bool = False,
+                      match: str | None = None) -> SessionPage:
+        """One page of the live sessions, with their info, and the cursor to the next.
+
+        A page costs about the same however many sessions the store holds (SQLite,
+        PostgreSQL and Redis keep an index per order; the memory and JSON-file stores
+        sort in Python). Paging is by position, not offset: a session that exists
+        throughout a walk and whose key does not change meanwhile is listed exactly
+        once, whatever is inserted or deleted meanwhile (a session written during a
+        walk ordered by version, length, updated or expires may move).
+
+        Args:
+            limit: sessions per page, 1 to 10,000.
+            cursor: the previous page's ``cursor`` (None: the first page). It must be
+                passed with the same ``order``, ``descending`` and ``match``.
+            order: ``"id"``, ``"version"``, ``"length"``, ``"updated"`` or ``"expires"``
+                (sessions that never expire come after every date), then by id.
+            descending: the order reversed.
+            match: only ids that contain this text (case-sensitive). A filter that
+                matches few sessions makes a page read further.
+
+        Returns:
+            The page: ``sessions`` (``SessionInfo``s) and ``cursor`` (None after the
+            last page).
+
+        Raises:
+            InvalidArgumentError: a bad limit, order, match or cursor; nothing was read.
+        """
+        query = check_page(limit, cursor, order, descending, match)
+        return page_of(query, self.backend.sessions_page(query, self.options.now()))
 
     def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
                ) -> list[Hit]:
@@ -361,14 +439,33 @@ class Store:
         together."""
         terms, k = check_query(query, k)
         ids = self.sessions() if sessions is None else check_sessions(sessions)
-        return rank(terms, ((sid, self.session(sid).history(full=True)) for sid in ids), k)
+        return self.recall(query, terms, [(sid, self.session(sid).history(full=True))
+                                          for sid in ids], k)
 
-    def compact(self, keep_events: int | None = None) -> CompactStats:
+    def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
         """Delete expired sessions, events beyond the newest ``keep_events`` per
-        session, and messages no head, snapshot or kept event reaches."""
+        session, and messages no head, snapshot or kept event reaches.
+
+        It runs in steps, each one short atomic step over at most ``batch`` whole
+        sessions (Redis: one session), so concurrent writers are never held up for
+        long and a reader at any moment sees every session whole. Interrupted (even
+        killed), it keeps the steps it finished and leaves the rest untouched; the
+        next compact finishes the job. See docs/compact.md.
+
+        Args:
+            keep_events: events to keep per session (default: all).
+            batch: sessions per step (and, on Redis, between progress calls).
+            progress: called after each step with a :class:`CompactProgress`.
+
+        Raises:
+            CorruptRecordError: a session's chain is broken; nothing of that session
+                is deleted (the steps before it stay done).
+        """
         if keep_events is not None:
             check_count("keep_events", keep_events)
-        return self.backend.compact(keep_events, self.options.now())
+        check_batch(batch)
+        return self.backend.compact(keep_events, self.options.now(), batch, progress)
 
     def close(self) -> None:
         """Release connections. The data stays."""
@@ -389,8 +486,10 @@ def open(url: str | None = None, **options: Any) -> Store:  # noqa: A001 - the p
         url: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////abs/path.db``,
             ``redis://…``, ``rediss://…``, ``postgresql://…``. Default:
             ``$MEMVAULT_URL``, else ``sqlite:///memvault.db``.
-        **options: ``ttl``, ``writer``, ``limits``, and the backend's own options
-            (SQLite: ``durability``, ``busy_timeout``).
+        **options: ``ttl``, ``writer``, ``limits``, ``embedder`` (semantic and hybrid
+            search: ``"wordllama"``, an Embedder or a callable; see
+            :mod:`memvault.embedders`), and the backend's own options (SQLite:
+            ``durability``, ``busy_timeout``).
 
     Raises:
         ConfigurationError: bad URL or option, or a missing optional dependency.
@@ -402,7 +501,13 @@ def open_store(url: str | None, options: dict[str, Any], module: Any = None) -> 
     """:func:`open`, with ``module`` (an object with ``open_backend(url, **options)``, as
     a URL scheme names) in place of the backend the URL's scheme names, if given."""
     opts, backend_options = split_options(url, options)
-    return Store(open_backend(opts.url, backend_options, module), opts)
+    store = Store(open_backend(opts.url, backend_options, module), opts)
+    try:
+        store.vectors()
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 __all__ = ["Options", "Session", "Store", "open"]

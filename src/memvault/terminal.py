@@ -5,6 +5,7 @@ for scripts, and a pager when the output is a terminal and longer than the scree
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -13,7 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from rich.cells import cell_len
@@ -95,6 +96,31 @@ def _page(lines: Iterable[str]) -> bool:
         pass
     pager.wait()
     return True
+
+
+@contextlib.contextmanager
+def progress_bar(what: str, *, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr while the block runs, yielding ``update(done, total)``;
+    only when stderr is a terminal and ``enabled`` (off for ``--json``), so pipes, logs
+    and scripts never see it. It is cleared when the block ends."""
+    if not (enabled and sys.stderr.isatty()):
+        yield lambda done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn(shown(what), markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def say(text: str) -> None:

@@ -97,3 +97,17 @@ def test_bad_messages_raise_invalid_message_error(make: Callable[[], object]) ->
 def test_bad_role_names_the_field() -> None:
     with pytest.raises(InvalidMessageError, match="role"):
         Message(role="robot", content="x")  # type: ignore[arg-type]
+
+
+def test_bad_page_arguments_raise_before_any_io() -> None:
+    """sessions_page's arguments are checked before the backend is asked anything."""
+    class NoIo:
+        def sessions_page(self, *args: object) -> None:
+            raise AssertionError("the backend was asked")
+
+    store = memvault.open("memory://")
+    store.backend = NoIo()  # type: ignore[assignment]
+    for kwargs in ({"limit": 0}, {"order": "name"}, {"cursor": "junk"}, {"match": 3},
+                   {"descending": 1}):
+        with pytest.raises(memvault.InvalidArgumentError):
+            store.sessions_page(**kwargs)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from memvault.backends.memory import MemoryBackend
 from memvault.testing import CHAIN_DAMAGE, AsyncStoreContract, StoreContract
 
 # memory:// is private to one process and one open: nothing to share or reopen.
-MEMORY = frozenset({"ttl", "corrupt"})
+MEMORY = frozenset({"ttl", "corrupt", "vectors"})
 
 
 class MemoryContract:

@@ -10,7 +10,7 @@ import pytest
 
 import memvault
 from memvault import BackendUnavailableError, ConfigurationError, Message
-from memvault.backends.sqlite import SCHEMA_VERSION
+from memvault.backends.sqlite import _KEYS, SCHEMA_VERSION
 
 
 def test_wal_and_schema_version(tmp_path: Path) -> None:
@@ -52,7 +52,34 @@ def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None
             [m.content for m in before[1:]]
         assert s.history(full=True) == [before[0], s.history()[0], *before[1:]]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+
+
+def test_an_old_file_pages_its_sessions_from_indexes(tmp_path: Path) -> None:
+    """A file from before paged listing (schema 1) is upgraded: every order pages its
+    sessions as sessions() lists them, each page one index search (never a scan of
+    the table, whatever the order). Failing: the migration's keys differ from the
+    columns the page query orders by."""
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parents[1] / "data" / "baseline.sqlite", path)
+    with memvault.open(f"sqlite:///{path}") as store:
+        every = store.sessions()
+        for order in ("id", "version", "length", "updated", "expires"):
+            page, listed = store.sessions_page(2, order=order, descending=True), []
+            listed += page.sessions
+            while page.cursor:
+                page = store.sessions_page(2, cursor=page.cursor, order=order, descending=True)
+                listed += page.sessions
+            assert sorted(i.session_id for i in listed) == every
+    plans = []
+    with sqlite3.connect(path) as db:
+        for key in _KEYS.values():
+            if key != "NULL":
+                plans += db.execute(
+                    f"EXPLAIN QUERY PLAN SELECT name FROM sessions WHERE ({key}, name) > (?, ?) "
+                    f"ORDER BY {key}, name LIMIT 3", (0, "")).fetchall()
+    assert len(plans) == 4 and all(p[3].startswith("SEARCH sessions USING") and
+                                   "INDEX sessions_by_" in p[3] for p in plans), plans
 
 
 def test_not_a_database(tmp_path: Path) -> None:

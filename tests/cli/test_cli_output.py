@@ -165,17 +165,13 @@ def test_many_messages_stream_one_line_each(tmp_path: Path) -> None:
     assert len(lines) == 20_001 and lines[-1].split()[0] == "20000"
 
 
-def test_a_terminal_gets_a_pager(tmp_path: Path) -> None:
-    """On a terminal, output longer than the screen goes through $PAGER."""
-    url = f"sqlite:///{tmp_path}/x.db"
-    with memvault.open(url) as store:
-        store.session("s").append([Message.user(f"message {i}") for i in range(200)])
+def on_a_terminal(*args: str, **env: str) -> tuple[int, bytes]:
+    """Run ``memvault ARGS`` (with ``env`` added) with stdout and stderr on a
+    pseudo-terminal; its exit code and everything it wrote there."""
     pid, fd = pty.fork()
-    if pid == 0:  # the child: stdout is the terminal
-        os.environ.update(PAGER=f"{sys.executable} -c \"import sys; "
-                          f"sys.stdout.write('PAGED ' + str(len(sys.stdin.readlines())))\"",
-                          LINES="24", COLUMNS="80")
-        os.execv(sys.executable, [sys.executable, "-m", "memvault", "--url", url, "show", "s"])
+    if pid == 0:
+        os.environ.update(LINES="24", COLUMNS="80", **env)
+        os.execv(sys.executable, [sys.executable, "-m", "memvault", *args])
     output = b""
     while True:
         try:
@@ -187,7 +183,18 @@ def test_a_terminal_gets_a_pager(tmp_path: Path) -> None:
         output += chunk
     os.close(fd)
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, output
+    return os.waitstatus_to_exitcode(status), output
+
+
+def test_a_terminal_gets_a_pager(tmp_path: Path) -> None:
+    """On a terminal, output longer than the screen goes through $PAGER."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        store.session("s").append([Message.user(f"message {i}") for i in range(200)])
+    pager = (f"{sys.executable} -c \"import sys; "
+             f"sys.stdout.write('PAGED ' + str(len(sys.stdin.readlines())))\"")
+    code, output = on_a_terminal("--url", url, "show", "s", PAGER=pager)
+    assert code == 0, output
     assert b"PAGED 201" in output, output[-300:]
 
 
@@ -284,6 +291,29 @@ def test_compact_asks_first(tmp_path: Path) -> None:
         assert len(store.session("a").log()) == 2
     done = cli("--url", url, "compact", "--yes", "--keep-events", "0")
     assert done.exit_code == 0 and "removed 1 message, 2 events" in done.stdout
+
+
+def test_compact_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    """compact draws a progress bar on a terminal's stderr (cleared at the end);
+    piped or with --json, stderr stays empty and --json prints one JSON line."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        for i in range(30):
+            s = store.session(f"s{i}")
+            s.append([Message.user("x"), Message.user("y")])
+            s.pop()
+    code, output = on_a_terminal("--url", url, "compact", "--yes", "--batch", "2")
+    assert code == 0, output
+    assert b"compacting" in output and b"30/30" in output, output[-500:]
+    assert b"removed 0 messages" in output
+    code, output = on_a_terminal("--url", url, "compact", "--yes", "--json")
+    assert code == 0 and output.strip() == b'{"nodes":0,"events":0,"sessions":0}', output
+    piped = cli("--url", url, "compact", "--yes", "--keep-events", "0", "--batch", "2")
+    assert piped.exit_code == 0 and piped.stderr == ""
+    assert piped.stdout == "removed 30 messages, 60 events, 0 expired sessions\n"
+    as_json = cli("--url", url, "compact", "--yes", "--json")
+    assert as_json.exit_code == 0 and as_json.stderr == ""
+    assert json.loads(as_json.stdout) == {"nodes": 0, "events": 0, "sessions": 0}
 
 
 def test_demo_says_it_replaces_an_earlier_run(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ BACKEND_MAY_IMPORT = {
     "memvault.errors",
     "memvault.messages",
     "memvault.model",
+    "memvault.paging",  # page queries and cursors: imports errors and model only
     "memvault.sansio",
     "memvault.backends",
 }

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
 import redis.cluster
 
 from memvault.backends.redis_ops import Layout
+from memvault.torture import servers
+from memvault.torture.servers import free_port as free_port  # re-exported for the tests
 
 SHARED_URL = os.environ.get("MEMVAULT_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
 
@@ -106,14 +105,10 @@ class RedisContract:
         damage(store.options.url, session_id, depth, kind)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RedisServer:
-    """A private ``redis-server`` process on a free port, with its data in ``folder``.
+class RedisServer(servers.RedisServer):
+    """A private ``redis-server`` (memvault's torture one) on a free port, with its data
+    in ``folder`` and a unix socket; no persistence unless ``config`` turns it on (a
+    later argument wins).
 
     Args:
         folder: working directory (AOF/RDB files, logs, the unix socket).
@@ -121,50 +116,14 @@ class RedisServer:
         password: the ``requirepass`` the config sets, if any (for :meth:`client`).
     """
 
-    def __init__(self, folder: Path, *config: str, password: str | None = None) -> None:
-        if shutil.which("redis-server") is None:
-            pytest.fail("redis-server is required (Debian package 'redis-server')")
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.socket = str(folder / "redis.sock")
-        self.config = config
+    def __init__(self, folder: Path, *config: str, password: str | None = None,
+                 durable: bool = False) -> None:
         self.password = password
-        self.process: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        self.socket = str(folder / "redis.sock")
+        super().__init__(folder, "--unixsocket", self.socket, *config, durable=durable)
 
     def client(self, **options: Any) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **options)
-
-    def start(self) -> None:
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", str(self.folder), "--unixsocket", self.socket, "--save", "",
-                "--logfile", str(self.folder / "redis.log"), *self.config]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with self.client(socket_timeout=1) as c:
-                    c.ping()
-                return
-            except redis.RedisError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.kill()
-                    log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
-                    pytest.fail(f"redis-server on port {self.port} did not start:\n{log}")
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown save, no goodbye to clients."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
 
     def restart(self) -> None:
         self.kill()
@@ -174,33 +133,11 @@ class RedisServer:
 @contextmanager
 def redis_cluster(folder: Path, masters: int = 3) -> Iterator[list[RedisServer]]:
     """A real Redis Cluster of ``masters`` primaries and no replicas; stopped on exit."""
-    servers: list[RedisServer] = []
+    cluster = servers.RedisCluster(folder, masters, durable=False, node=RedisServer)
     try:
-        for i in range(masters):
-            servers.append(RedisServer(
-                folder / f"node{i}", "--cluster-enabled", "yes",
-                "--cluster-port", str(free_port()),
-                "--cluster-config-file", str(folder / f"node{i}" / "nodes.conf")))
-        subprocess.run(
-            ["redis-cli", "--cluster", "create",
-             *[f"127.0.0.1:{s.port}" for s in servers],
-             "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, capture_output=True, timeout=60)
-        deadline = time.monotonic() + 60
-        while not all(_cluster_ready(s) for s in servers):
-            if time.monotonic() > deadline:
-                pytest.fail("the Redis cluster did not reach cluster_state:ok")
-            time.sleep(0.1)
-        yield servers
+        yield cast(list[RedisServer], cluster.nodes)
     finally:
-        for server in servers:
-            server.kill()
-
-
-def _cluster_ready(server: RedisServer) -> bool:
-    with server.client() as c:
-        info = c.execute_command("CLUSTER", "INFO").decode()
-    return "cluster_state:ok" in info and "cluster_known_nodes:3" in info
+        cluster.close()
 
 
 class ReplyDropper:

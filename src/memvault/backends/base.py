@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot
+from memvault.model import COMPACT_BATCH, CompactStats, Event, Progress, SessionInfo, Snapshot
+from memvault.paging import Listed, PageQuery
 
 Stored = tuple[int, str]
 """A stored message: its depth in the chain and its encoded envelope."""
@@ -42,6 +43,10 @@ class Write:
 class Backend(Protocol):
     """The synchronous backend protocol: one method per store operation (README's
     API tour), each one atomic.
+
+    ``sessions_page`` lists the live sessions a page at a time
+    (:mod:`memvault.paging`): at most ``query.limit`` of them after
+    ``query.after``, each with its key in ``query.order``.
 
     ``chain`` reads any state the event log points to: the messages of the chain
     ending at node ``head`` with depth above ``base`` (the newest ``last`` of them;
@@ -71,7 +76,9 @@ class Backend(Protocol):
     def log(self, session_id: str, now: float) -> list[Event]: ...
     def delete(self, session_id: str, now: float) -> bool: ...
     def sessions(self, now: float) -> list[str]: ...
-    def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats: ...
     def close(self) -> None: ...
 
 
@@ -100,7 +107,9 @@ class AsyncBackend(Protocol):
     async def log(self, session_id: str, now: float) -> list[Event]: ...
     async def delete(self, session_id: str, now: float) -> bool: ...
     async def sessions(self, now: float) -> list[str]: ...
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats: ...
+    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats: ...
     async def close(self) -> None: ...
 
 
@@ -163,8 +172,26 @@ class ThreadedAsyncBackend:
     async def sessions(self, now: float) -> list[str]:
         return await asyncio.to_thread(self.backend.sessions, now)
 
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return await asyncio.to_thread(self.backend.compact, keep_events, now)
+    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return await asyncio.to_thread(self.backend.sessions_page, query, now)
+
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
+        return await asyncio.to_thread(self.backend.compact, keep_events, now, batch, progress)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.backend.close)
+
+    # The search vectors, when the backend stores them (memvault.vectors.VectorStore).
+    async def vector_space(self) -> str | None:
+        return await asyncio.to_thread(self.backend.vector_space)  # type: ignore[attr-defined]
+
+    async def set_vector_space(self, space: str, reset: bool) -> None:
+        await asyncio.to_thread(self.backend.set_vector_space,  # type: ignore[attr-defined]
+                                space, reset)
+
+    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return await asyncio.to_thread(self.backend.get_vectors, keys)  # type: ignore[attr-defined]
+
+    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        await asyncio.to_thread(self.backend.put_vectors, items)  # type: ignore[attr-defined]

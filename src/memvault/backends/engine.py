@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from memvault.backends import compaction
 from memvault.backends.base import Stored, Write
 from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
     CorruptRecordError,
@@ -30,7 +31,18 @@ from memvault.errors import (  # the texts every backend shares: redis_ops impor
     version_conflict,
 )
 from memvault.messages import Record, decode_message
-from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.model import (
+    AUTO_PREFIX,
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    to_datetime,
+    utc,
+)
+from memvault.paging import Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -242,7 +254,25 @@ class Txn(Protocol):
         ...
 
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
-        """Delete these nodes of the session (none of them is reachable any more)."""
+        """Delete these nodes of the session (none of them is reachable any more;
+        one a concurrent compact deleted already is skipped)."""
+        ...
+
+    # Search vectors (memvault.vectors): store-wide, keyed by their text's hash.
+    def vector_space(self) -> str | None:
+        """The embedder the stored vectors were made by; None if none is recorded."""
+        ...
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        """Record ``space``; ``reset``: delete every stored vector first."""
+        ...
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored vectors of those of ``keys`` that have one."""
+        ...
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store vectors; a key stored already keeps its vector (same text, same vector)."""
         ...
 
 
@@ -255,6 +285,30 @@ class Engine:
 
     def close(self) -> None:
         """Release the backend's resources."""
+
+    # The search vectors (memvault.vectors.VectorStore); append and summarize store
+    # their records' vectors in their own transaction.
+    def vector_space(self) -> str | None:
+        with self.transaction(False) as txn:
+            return txn.vector_space()
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        with self.transaction(True) as txn:
+            txn.set_vector_space(space, reset)
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        with self.transaction(False) as txn:
+            return txn.get_vectors(keys)
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        with self.transaction(True) as txn:
+            txn.put_vectors(items)
+
+    @staticmethod
+    def _store_vectors(txn: Txn, records: Sequence[Record]) -> None:
+        items = [r.vector for r in records if r.vector is not None]
+        if items:
+            txn.put_vectors(items)
 
     @staticmethod
     def _live(txn: Txn, name: str, now: float) -> Row | None:
@@ -319,6 +373,7 @@ class Engine:
             row = self._start(txn, session_id, row, w)
             before = (row.head, row.base)
             self._add_nodes(txn, row, [(r.id, r.body) for r in records])
+            self._store_vectors(txn, records)
             self._commit(txn, row, "append", w, before, {"messages": len(records)})
             return row.version
 
@@ -373,12 +428,7 @@ class Engine:
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            if row is None:
-                return None
-            return SessionInfo(
-                session_id, row.version, row.view, utc(row.created_at),
-                utc(row.updated_at), to_datetime(row.expires_at), row.summarized,
-            )
+            return None if row is None else _info(row)
 
     def pop(self, session_id: str, w: Write) -> Stored | None:
         """Hide the newest message of the context view. When that is the summary (no
@@ -512,6 +562,7 @@ class Engine:
                 raise summarized_through(session_id, through)
             folded = target.depth - row.floor
             self._add_summary(txn, row, record, target.depth, row.summary)
+            self._store_vectors(txn, [record])
             self._commit(txn, row, "summarize", w, (row.head, row.base),
                          {"summary_id": record.id, "through": through, "messages": folded})
             return row.version
@@ -533,39 +584,25 @@ class Engine:
         with self.transaction(False) as txn:
             return sorted(row.name for row in txn.rows() if row.live(now))
 
-    def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        nodes = events = sessions = 0
-        with self.transaction(True) as txn:
-            for row in txn.rows():
-                if not row.live(now):
-                    nodes += txn.purge(row)
-                    sessions += 1
-                    continue
-                if keep_events is not None:
-                    events += txn.drop_events(row, keep_events)
-                snaps = txn.snapshots(row)
-                pointers = [(row.head, row.base)] + [(s.head, s.base) for s in snaps]
-                for e in txn.events(row):
-                    pointers += [(e.head_before, e.base_before), (e.head_after, e.base_after)]
-                summaries = [row.summary] + [s.summary for s in snaps]
-                links = txn.links(row)
-                dead = set(links) - _reachable(row.name, links, pointers) \
-                    - _summaries(links, summaries)
-                if dead:
-                    txn.delete_nodes(row, sorted(dead))
-                    nodes += len(dead)
-        return CompactStats(nodes=nodes, events=events, sessions=sessions)
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """Every live row, filtered, ordered and cut in Python (O(sessions)); a backend
+        with an index on the keys overrides it."""
+        with self.transaction(False) as txn:
+            return select(query, [(info, key_of(info, query.order, (row.updated_at,
+                                                                       row.expires_at)))
+                                  for row in txn.rows() if row.live(now)
+                                  for info in [_info(row)]])
+
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
+        return compaction.compact(self.transaction, keep_events, now, batch, progress)
 
 
-def _summaries(links: dict[int, tuple[int, int]], pointers: list[int]) -> set[int]:
-    """Summary nodes a session or snapshot points at, and the earlier summaries
-    behind each (a pop of the summary brings its predecessor back)."""
-    keep: set[int] = set()
-    for node in pointers:
-        while node in links and node not in keep:
-            keep.add(node)
-            node = links[node][0]
-    return keep
+def _info(row: Row) -> SessionInfo:
+    return SessionInfo(row.name, row.version, row.view, utc(row.created_at),
+                       utc(row.updated_at), to_datetime(row.expires_at), row.summarized)
+
+
 
 
 def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:
@@ -583,24 +620,3 @@ def _read(txn: Txn, row: Row, head: int, top: int, count: int,
     count = max(0, count if last is None else min(last, count))
     nodes = Engine._chain(txn, row, head, top, count)
     return [(n.depth, n.body) for n in reversed(nodes)]
-
-
-def _reachable(session_id: str, links: dict[int, tuple[int, int]],
-               pointers: list[tuple[int, int]]) -> set[int]:
-    """Nodes visible from any ``(head, base)`` pointer: the chain above its base.
-
-    Raises:
-        CorruptRecordError: a chain is broken (then nothing is deleted: what lies
-            below the break may still be wanted).
-    """
-    keep: set[int] = set()
-    for head, base in set(pointers):
-        if head not in links:
-            continue  # nothing above the base (a cleared head is garbage itself), or none
-        node, depth = head, links[head][1]
-        while depth > base:
-            if node not in links or links[node][1] != depth:
-                raise broken_chain(session_id, depth)
-            keep.add(node)
-            node, depth = links[node][0], depth - 1
-    return keep

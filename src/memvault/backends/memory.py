@@ -33,9 +33,16 @@ class _Session:
     events: list[Event] = field(default_factory=list)
 
 
+@dataclass
+class _Vectors:
+    space: str | None = None
+    items: dict[str, bytes] = field(default_factory=dict)
+
+
 class _MemoryTxn:
-    def __init__(self, data: dict[str, _Session]) -> None:
+    def __init__(self, data: dict[str, _Session], vectors: _Vectors) -> None:
         self._data = data
+        self._vectors = vectors
 
     def load(self, name: str) -> Row | None:
         s = self._data.get(name)
@@ -106,7 +113,24 @@ class _MemoryTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         s = self._data[row.name]
         for node in nodes:
-            del s.ids[s.nodes.pop(node).msg_id]
+            if node in s.nodes:  # not deleted by a concurrent compact
+                del s.ids[s.nodes.pop(node).msg_id]
+
+    def vector_space(self) -> str | None:
+        return self._vectors.space
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        if reset:
+            self._vectors.items.clear()
+        self._vectors.space = space
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        items = self._vectors.items
+        return {k: items[k] for k in keys if k in items}
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        for key, blob in items:
+            self._vectors.items.setdefault(key, blob)
 
 
 class MemoryBackend(Engine):
@@ -114,12 +138,13 @@ class MemoryBackend(Engine):
 
     def __init__(self) -> None:
         self._data: dict[str, _Session] = {}
+        self._vectors = _Vectors()
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[_MemoryTxn]:
         with self._lock:
-            yield _MemoryTxn(self._data)
+            yield _MemoryTxn(self._data, self._vectors)
 
 
 def open_backend(url: str, **options: Any) -> Backend:

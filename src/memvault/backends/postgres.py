@@ -60,7 +60,17 @@ from memvault.backends.postgres_migrations import (
 from memvault.backends.url import EVERY_PARAMETER, KEYWORD_ONLY, Parse, read_options, redact
 from memvault.errors import BackendUnavailableError, ConfigurationError, MemvaultError
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
+from memvault.model import (
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    check_seconds,
+)
+from memvault.paging import Listed, PageQuery
+from memvault.sansio import drive, drive_async
 
 __all__ = [
     "AsyncPostgresBackend",
@@ -247,6 +257,18 @@ class PostgresBackend:
             raise _pool_failure(exc, self.settings) from exc
         return call.parse(rows)
 
+    def vector_space(self) -> str | None:
+        return self._run(self._calls.vector_space())
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        self._run(self._calls.set_vector_space(space, reset))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return self._run(self._calls.get_vectors(keys))
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._run(self._calls.put_vectors(items))
+
     # One line per protocol method, like RedisBackend's: each hands its call to _run.
     # Alike in shape only.
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
@@ -295,8 +317,12 @@ class PostgresBackend:
     def sessions(self, now: float) -> list[str]:
         return self._run(self._calls.sessions(now))
 
-    def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return self._run(self._calls.compact(keep_events, now))
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return self._run(self._calls.sessions_page(query, now))
+
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
+        return drive(self._calls.compact(keep_events, now, batch, progress), self._run)
 
     def close(self) -> None:
         self._pool.close()
@@ -339,6 +365,18 @@ class AsyncPostgresBackend:
         except (PoolTimeout, PoolClosed) as exc:
             raise _pool_failure(exc, self.settings) from exc
         return call.parse(rows)
+
+    async def vector_space(self) -> str | None:
+        return await self._run(self._calls.vector_space())
+
+    async def set_vector_space(self, space: str, reset: bool) -> None:
+        await self._run(self._calls.set_vector_space(space, reset))
+
+    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return await self._run(self._calls.get_vectors(keys))
+
+    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        await self._run(self._calls.put_vectors(items))
 
     async def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
                      w: Write) -> int:
@@ -387,8 +425,13 @@ class AsyncPostgresBackend:
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._calls.sessions(now))
 
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return await self._run(self._calls.compact(keep_events, now))
+    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return await self._run(self._calls.sessions_page(query, now))
+
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
+        return await drive_async(self._calls.compact(keep_events, now, batch, progress),
+                                 self._run)
 
     async def close(self) -> None:
         async with self._opening:

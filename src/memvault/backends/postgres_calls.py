@@ -14,7 +14,7 @@ is kept exactly and never compared as anything but itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -30,7 +30,19 @@ from memvault.errors import (
     OutcomeUnknownError,
 )
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.model import (
+    COMPACT_STEP_NODES,
+    CompactProgress,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    to_datetime,
+    utc,
+)
+from memvault.paging import Listed, PageQuery
+from memvault.sansio import Operation
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
@@ -53,7 +65,13 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "log": ("bytea", "float8"),
     "delete": ("bytea", "float8"),
     "sessions": ("float8",),
-    "compact": ("bigint", "float8"),
+    "sessions_page": ("text", "bool", "bytea", "float8", "bytea", "int8", "float8"),
+    "compact_plan": (),
+    "compact_step": ("bigint", "bigint", "bigint", "bigint", "bigint", "float8"),
+    "vector_space": (),
+    "set_vector_space": ("text", "bool"),
+    "get_vectors": ("text[]",),
+    "put_vectors": ("text[]", "bytea[]"),
 }
 
 # The SQLSTATEs of the server-side functions' domain errors.
@@ -144,13 +162,27 @@ def _ignore(rows: Rows) -> None:
     return None
 
 
-def _compact_stats(rows: Rows) -> CompactStats:
-    nodes, events, sessions = rows[0]
-    return CompactStats(nodes=nodes, events=events, sessions=sessions)
+def _row(rows: Rows) -> tuple[Any, ...]:
+    return rows[0]
+
+
+def _compact_damage(state: str, detail: str) -> MemvaultError | None:
+    """compact's broken chain (DETAIL: the depth, the session's name in hex)."""
+    if state == BROKEN_CHAIN:
+        depth, name = detail.split(" ")
+        return errors.broken_chain(bytes.fromhex(name).decode("utf-8"), int(depth))
+    return None
 
 
 def _names(rows: Rows) -> list[str]:
     return sorted(bytes(r[0]).decode("utf-8") for r in rows)
+
+
+def _listed(rows: Rows) -> list[Listed]:
+    """Rows of sessions_page: a session's info, then its key (as float8, which the
+    function casts back for an integer order: exact below 2**53)."""
+    return [(SessionInfo(bytes(r[0]).decode("utf-8"), r[1], r[2], utc(r[3]), utc(r[4]),
+                         to_datetime(r[5]), r[6]), r[7]) for r in rows]
 
 
 class Calls:
@@ -169,6 +201,35 @@ class Calls:
             name: f"SELECT * FROM {q}.{name}({', '.join(f'%b::{t}' for t in types)})"
             for name, types in _SIGNATURES.items()
         }
+        # A write with search vectors: put_vectors and the write in one statement, one
+        # transaction (the write's domain error rolls the vectors back too).
+        put = self._sql["put_vectors"].removeprefix("SELECT * FROM ")
+        for name in ("append", "summarize"):
+            write = self._sql[name].removeprefix("SELECT * FROM ")
+            self._sql[f"{name}+vectors"] = f"SELECT w.* FROM {put} AS v, {write} AS w"
+
+    def _with_vectors(self, call: Call[T], records: Sequence[Record]) -> Call[T]:
+        """``call`` storing ``records``' vectors in the same statement, if they have any."""
+        items = [r.vector for r in records if r.vector is not None]
+        if not items:
+            return call
+        keys, vecs = [k for k, _ in items], [v for _, v in items]
+        return replace(call, sql=self._sql[f"{call.op}+vectors"],
+                       params=(keys, vecs, *call.params))
+
+    def vector_space(self) -> Call[str | None]:
+        return self._call("vector_space", (), _scalar, write=False)
+
+    def set_vector_space(self, space: str, reset: bool) -> Call[None]:
+        return self._call("set_vector_space", (space, reset), _ignore, write=True)
+
+    def get_vectors(self, keys: Sequence[str]) -> Call[dict[str, bytes]]:
+        return self._call("get_vectors", (list(keys),),
+                          lambda rows: {r[0]: bytes(r[1]) for r in rows}, write=False)
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Call[None]:
+        return self._call("put_vectors", ([k for k, _ in items], [v for _, v in items]),
+                          _ignore, write=True)
 
     def _call(self, op: str, params: tuple[Any, ...], parse: Callable[[Rows], T], *,
               write: bool, refuse: Refuse = _no_refusals) -> Call[T]:
@@ -191,7 +252,8 @@ class Calls:
 
         params = (_utf8(session_id), [_utf8(r.id) for r in records], [r.body for r in records],
                   expect_version, *self._write(w))
-        return self._call("append", params, _scalar, write=True, refuse=refuse)
+        return self._with_vectors(self._call("append", params, _scalar, write=True,
+                                             refuse=refuse), records)
 
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> Call[list[Stored]]:
@@ -215,8 +277,8 @@ class Calls:
 
         params = (_utf8(session_id), _utf8(through), _utf8(record.id), record.body,
                   expect_version, *self._write(w))
-        return self._call("summarize", params, _scalar, write=True,
-                          refuse=_damage(session_id, refuse))
+        return self._with_vectors(self._call("summarize", params, _scalar, write=True,
+                                             refuse=_damage(session_id, refuse)), [record])
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> Call[list[Stored] | None]:
@@ -291,8 +353,27 @@ class Calls:
     def sessions(self, now: float) -> Call[list[str]]:
         return self._call("sessions", (now,), _names, write=False)
 
-    def compact(self, keep_events: int | None, now: float) -> Call[CompactStats]:
-        return self._call("compact", (keep_events, now), _compact_stats, write=True)
+    def sessions_page(self, query: PageQuery, now: float) -> Call[list[Listed]]:
+        after_key, after = query.after if query.after else (None, None)
+        params = (query.order, query.descending, _utf8(query.match), after_key,
+                  _optional_utf8(after), query.limit, now)
+        return self._call("sessions_page", params, _listed, write=False)
+
+    def compact(self, keep_events: int | None, now: float, batch: int,
+                progress: Progress | None) -> Operation[Call[Any], CompactStats]:
+        """Steps of at most ``batch`` sessions, each one call (its own transaction),
+        over the sessions stored when it began; ``progress`` after each."""
+        total, until = yield self._call("compact_plan", (), _row, write=False)
+        after, done, stats = 0, 0, CompactStats()
+        while True:
+            params = (after, until, batch, COMPACT_STEP_NODES, keep_events, now)
+            *removed, took, last = yield self._call("compact_step", params, _row, write=True,
+                                                    refuse=_compact_damage)
+            if last is None:
+                return stats
+            after, done, stats = last, done + took, stats + CompactStats(*removed)
+            if progress is not None:
+                progress(CompactProgress(done, total, stats))
 
 
 def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> MemvaultError:

@@ -22,6 +22,10 @@ Options (keywords, or query parameters of the URL; keywords win):
 * ``cluster`` (default false; ``?cluster=true``): talk to a Redis Cluster.
 * ``socket_timeout`` (default 10 s), ``socket_connect_timeout`` (default 5 s),
   ``max_connections`` (default unbounded).
+* ``wait_replicas`` (default 0) and ``wait_timeout`` (default 1 s): after each
+  write, wait for that many replicas to acknowledge it (``WAIT``), else raise
+  :class:`~memvault.errors.OutcomeUnknownError`; see :mod:`memvault.backends.redis_wait`.
+  Not with ``cluster``.
 
 Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
 ``health_check_interval``, ``socket_keepalive`` and the ``ssl_*`` settings.
@@ -53,9 +57,13 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from memvault.backends import redis_wait
 from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.redis_ops import (
     FETCH_FIELDS,
+    WRITE,
+    Batch,
+    Command,
     Eval,
     Layout,
     Op,
@@ -71,19 +79,30 @@ from memvault.errors import (
     OutcomeUnknownError,
 )
 from memvault.messages import Record
-from memvault.model import CompactStats, Event, SessionInfo, Snapshot, check_seconds
+from memvault.model import (
+    COMPACT_BATCH,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    check_seconds,
+)
+from memvault.paging import Listed, PageQuery
 from memvault.sansio import drive, drive_async
 
 T = TypeVar("T")
 
 DEFAULTS: dict[str, Any] = {
     "prefix": "memvault", "cluster": False, "socket_timeout": 10.0,
-    "socket_connect_timeout": 5.0, "max_connections": None,
+    "socket_connect_timeout": 5.0, "max_connections": None, "wait_replicas": 0,
+    "wait_timeout": 1.0,
 }
 # memvault's own options, and how to read their text in a URL's query.
 OPTIONS: dict[str, Callable[[str], Any]] = {
     "prefix": str, "cluster": boolean, "socket_timeout": float,
-    "socket_connect_timeout": float, "max_connections": int,
+    "socket_connect_timeout": float, "max_connections": int, "wait_replicas": int,
+    "wait_timeout": float,
 }
 # URL query parameters handed to redis-py as they are.
 DRIVER_QUERY = frozenset({
@@ -104,6 +123,7 @@ class RedisSettings:
         prefix: the key prefix.
         cluster: whether to use the cluster client.
         client: keyword options for the redis-py client.
+        wait: replicas to wait for after each write, if any.
     """
 
     url: str
@@ -111,6 +131,7 @@ class RedisSettings:
     prefix: str
     cluster: bool
     client: dict[str, Any] = field(default_factory=dict)
+    wait: redis_wait.Wait | None = None
 
 
 def settings(url: str, **options: Any) -> RedisSettings:
@@ -146,7 +167,8 @@ def settings(url: str, **options: Any) -> RedisSettings:
     client = {"protocol": 2}
     client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
                                           "max_connections") if merged[k] is not None})
-    return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client)
+    return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client,
+                         redis_wait.from_options(merged, shown))
 
 
 def _check(shown: str, merged: dict[str, Any]) -> None:
@@ -195,12 +217,51 @@ def _scan_targets(client: Any) -> list[dict[str, Any]]:
     return [{}]
 
 
+def _pipeline(client: Any, batch: Batch) -> Any:
+    pipe = client.pipeline(transaction=False)
+    for e in batch.evals:
+        pipe.evalsha(e.script.sha, len(e.keys), *e.keys, *e.args)
+    return pipe
+
+
+def _replies(batch: Batch, replies: list[Any]) -> list[Any] | None:
+    """The replies, or None if a script was not loaded (then load it and retry)."""
+    if any(isinstance(r, NoScriptError) for r in replies):
+        return None
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _evals(client: Any, batch: Batch) -> list[Any]:
+    """A Batch in one pipeline; after NOSCRIPT, the scripts are loaded and it runs again
+    (the scripts are reads: running one twice changes nothing)."""
+    replies = _replies(batch, _pipeline(client, batch).execute(raise_on_error=False))
+    if replies is None:
+        for script in {e.script for e in batch.evals}:
+            client.script_load(script.text)
+        replies = _pipeline(client, batch).execute()
+    return replies
+
+
+# The async twin of _evals: a function cannot both await and not.
+async def _evals_async(client: Any, batch: Batch) -> list[Any]:
+    replies = _replies(batch, await _pipeline(client, batch).execute(raise_on_error=False))
+    if replies is None:
+        for script in {e.script for e in batch.evals}:
+            await client.script_load(script.text)
+        replies = await _pipeline(client, batch).execute()
+    return replies
+
+
 class RedisBackend:
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
 
     def __init__(self, config: RedisSettings) -> None:
-        self._shown = config.shown
+        self._shown, self._wait = config.shown, config.wait
         self._ops = Operations(Layout(config.prefix))
+        self._cluster = config.cluster
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
         no_retry = redis.retry.Retry(NoBackoff(), 0)
         self._client: Any = _connect(
@@ -212,6 +273,8 @@ class RedisBackend:
     def _send(self, request: Request) -> Any:
         client = self._client
         try:
+            if isinstance(request, Eval) and self._wait and request.script is WRITE:
+                return redis_wait.send(client, request, self._wait, self._shown)
             if isinstance(request, Eval):
                 keys = request.keys
                 try:
@@ -221,6 +284,12 @@ class RedisBackend:
             if isinstance(request, Scan):
                 return [key for target in _scan_targets(client)
                         for key in client.scan_iter(match=request.pattern, count=1000, **target)]
+            if isinstance(request, Command):
+                return client.execute_command(*request.args)
+            if isinstance(request, Batch):
+                if self._cluster:  # its pipelines refuse scripts: one by one
+                    return [self._send(e) for e in request.evals]
+                return _evals(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
                 pipe.hmget(key, FETCH_FIELDS)
@@ -230,6 +299,18 @@ class RedisBackend:
 
     def _run(self, op: Op[T]) -> T:
         return drive(op, self._send)
+
+    def vector_space(self) -> str | None:
+        return self._run(self._ops.vector_space())
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        self._run(self._ops.set_vector_space(space, reset))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return self._run(self._ops.get_vectors(keys))
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._run(self._ops.put_vectors(items))
 
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
@@ -280,8 +361,12 @@ class RedisBackend:
     def sessions(self, now: float) -> list[str]:
         return self._run(self._ops.sessions(now))
 
-    def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return self._run(self._ops.compact(keep_events, now))
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return self._run(self._ops.sessions_page(query, now))
+
+    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                progress: Progress | None = None) -> CompactStats:
+        return self._run(self._ops.compact(keep_events, now, batch, progress))
 
     def close(self) -> None:
         self._client.close()
@@ -291,7 +376,7 @@ class AsyncRedisBackend:
     """The asynchronous backend: one ``redis.asyncio`` client, used from one event loop."""
 
     def __init__(self, config: RedisSettings) -> None:
-        self._shown = config.shown
+        self._shown, self._wait = config.shown, config.wait
         self._ops = Operations(Layout(config.prefix))
         self._cluster = config.cluster
         kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
@@ -311,6 +396,8 @@ class AsyncRedisBackend:
                 # close every connection, under other tasks' commands. Loading the
                 # map first (a no-op once loaded) avoids both.
                 await client.initialize()
+            if isinstance(request, Eval) and self._wait and request.script is WRITE:
+                return await redis_wait.send_async(client, request, self._wait, self._shown)
             if isinstance(request, Eval):
                 keys = request.keys
                 try:
@@ -323,6 +410,12 @@ class AsyncRedisBackend:
                 return [key for target in _scan_targets(client)
                         async for key in client.scan_iter(match=request.pattern, count=1000,
                                                           **target)]
+            if isinstance(request, Command):
+                return await client.execute_command(*request.args)
+            if isinstance(request, Batch):
+                if self._cluster:  # its pipelines refuse scripts: one by one
+                    return [await self._send(e) for e in request.evals]
+                return await _evals_async(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
                 pipe.hmget(key, FETCH_FIELDS)
@@ -332,6 +425,18 @@ class AsyncRedisBackend:
 
     async def _run(self, op: Op[T]) -> T:
         return await drive_async(op, self._send)
+
+    async def vector_space(self) -> str | None:
+        return await self._run(self._ops.vector_space())
+
+    async def set_vector_space(self, space: str, reset: bool) -> None:
+        await self._run(self._ops.set_vector_space(space, reset))
+
+    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return await self._run(self._ops.get_vectors(keys))
+
+    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        await self._run(self._ops.put_vectors(items))
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
@@ -380,8 +485,12 @@ class AsyncRedisBackend:
     async def sessions(self, now: float) -> list[str]:
         return await self._run(self._ops.sessions(now))
 
-    async def compact(self, keep_events: int | None, now: float) -> CompactStats:
-        return await self._run(self._ops.compact(keep_events, now))
+    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        return await self._run(self._ops.sessions_page(query, now))
+
+    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
+                      progress: Progress | None = None) -> CompactStats:
+        return await self._run(self._ops.compact(keep_events, now, batch, progress))
 
     async def close(self) -> None:
         await self._client.aclose()

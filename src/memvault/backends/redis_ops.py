@@ -40,7 +40,18 @@ from memvault.errors import (
     version_conflict,
 )
 from memvault.messages import Record
-from memvault.model import AUTO_PREFIX, CompactStats, Event, SessionInfo, Snapshot, to_datetime, utc
+from memvault.model import (
+    AUTO_PREFIX,
+    CompactProgress,
+    CompactStats,
+    Event,
+    Progress,
+    SessionInfo,
+    Snapshot,
+    to_datetime,
+    utc,
+)
+from memvault.paging import Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -97,7 +108,22 @@ class Fetch:
     keys: Sequence[bytes]
 
 
-Request = Eval | Scan | Fetch
+@dataclass(frozen=True)
+class Command:
+    """One plain command (the search vectors' ``GET``, ``SET``, ``HMGET``...)."""
+
+    args: Sequence[str | bytes]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Several :class:`Eval` requests, pipelined (each one atomic on its own); the
+    reply is the list of their replies."""
+
+    evals: Sequence[Eval]
+
+
+Request = Eval | Scan | Fetch | Command | Batch
 Op = Generator[Request, Any, T]
 """An operation: run by :func:`memvault.sansio.drive` (or ``drive_async``)."""
 
@@ -117,6 +143,8 @@ class Layout:
             raise ConfigurationError(
                 f"prefix must be a non-empty string without braces, not {prefix!r}")
         self.prefix = prefix
+        # The search vectors (memvault.vectors): store-wide, beside the sessions' keys.
+        self.vectors, self.vector_space = f"{prefix}:vectors", f"{prefix}:vector-space"
         glob = re.sub(r"([\\*?\[\]])", r"\\\1", prefix)
         self.pattern = f"{glob}:{{*}}:{SUFFIXES[0]}"
         # Percent-encoding an id costs as much as sending a few more arguments, on
@@ -224,6 +252,19 @@ def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
         return [_stored(session_id, reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
 
 
+def _info(session_id: str, reply: list[Any]) -> tuple[SessionInfo, tuple[float, float | None]]:
+    """The info script's reply: the session's info, and its times as stored."""
+    version, length, created, updated, expires, summarized = reply
+    times = float(updated), float(expires) if expires else None
+    return SessionInfo(session_id, version, length, utc(float(created)), utc(times[0]),
+                       to_datetime(times[1]), summarized), times
+
+
+def _named(session_id: str) -> SessionInfo:
+    """A stand-in info that only names a session (to order ids with paging.select)."""
+    return SessionInfo(session_id, 0, 0, utc(0), utc(0), None)
+
+
 def _pairs(records: Sequence[Record]) -> list[str]:
     return [part for r in records for part in (r.id, r.body)]
 
@@ -240,9 +281,42 @@ class Operations:
     def _write(self, session_id: str, op: str, w: Write, *args: str | bytes) -> Eval:
         return Eval(WRITE, self.layout.keys(session_id), [op, *_context(w), *args])
 
+    def vector_space(self) -> Op[str | None]:
+        reply = yield Command(("GET", self.layout.vector_space))
+        return None if reply is None else _text(reply)
+
+    def set_vector_space(self, space: str, reset: bool) -> Op[None]:
+        if reset:
+            yield Command(("DEL", self.layout.vectors))
+        yield Command(("SET", self.layout.vector_space, space))
+
+    def get_vectors(self, keys: Sequence[str]) -> Op[dict[str, bytes]]:
+        found: dict[str, bytes] = {}
+        for start in range(0, len(keys), _FETCH_BATCH):
+            batch = keys[start:start + _FETCH_BATCH]
+            reply = yield Command(("HMGET", self.layout.vectors, *batch))
+            found.update((k, v) for k, v in zip(batch, reply, strict=True) if v is not None)
+        return found
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Op[None]:
+        """Store vectors (same key, same text, same vector: overwriting is harmless)."""
+        for start in range(0, len(items), _FETCH_BATCH):
+            batch = items[start:start + _FETCH_BATCH]
+            yield Command(("HSET", self.layout.vectors, *(x for item in batch for x in item)))
+
+    def _vectors_first(self, records: Sequence[Record]) -> Op[None]:
+        """A write's vectors, stored just before its script: on a cluster they live
+        on another node than the session, so one script cannot write both. A vector
+        is a function of its text, so one whose write was then refused is an unused
+        entry, never a wrong one."""
+        items = [r.vector for r in records if r.vector is not None]
+        if items:
+            yield from self.put_vectors(items)
+
     def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
     ) -> Op[int]:
+        yield from self._vectors_first(records)
         reply = yield self._write(session_id, "append", w, _none(expect_version),
                                   *_pairs(records))
         status = reply[0]
@@ -266,12 +340,7 @@ class Operations:
 
     def info(self, session_id: str, now: float) -> Op[SessionInfo | None]:
         reply = yield self._read(session_id, "info", now)
-        if reply is None:
-            return None
-        version, length, created, updated, expires, summarized = reply
-        return SessionInfo(session_id, version, length, utc(float(created)),
-                           utc(float(updated)), to_datetime(float(expires) if expires else None),
-                           summarized)
+        return None if reply is None else _info(session_id, reply)[0]
 
     def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
         reply = yield self._write(session_id, "pop", w)
@@ -282,6 +351,7 @@ class Operations:
 
     def summarize(self, session_id: str, record: Record, through: str,
                   expect_version: int | None, w: Write) -> Op[int]:
+        yield from self._vectors_first([record])
         reply = yield self._write(session_id, "summarize", w, _none(expect_version), through,
                                   record.id, record.body)
         damage = _corrupt(session_id, reply)
@@ -364,10 +434,42 @@ class Operations:
                     live.append(session_id)
         return sorted(live)
 
-    def compact(self, keep_events: int | None, now: float) -> Op[CompactStats]:
-        totals = [0, 0, 0]
-        for session_id in sorted((yield from self._scan())):
+    def sessions_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
+        """Scans the key space (Redis keeps no index of sessions: see docs/redis.md),
+        so a page costs O(sessions). By id, only the page's sessions' info is read
+        (in batches until the page is full: one may expire meanwhile); by another
+        key, every matching session's."""
+        ids = [sid for sid in (yield from self.sessions(now)) if query.match in sid]
+        by_id = query.order == "id"
+        if by_id:
+            ids = [info.session_id for info, _ in select(query, [(_named(sid), None)
+                                                                 for sid in ids])]
+        listed: list[Listed] = []
+        step = query.limit if by_id else _FETCH_BATCH
+        for start in range(0, len(ids), step):
+            batch = ids[start:start + step]
+            replies = yield Batch([self._read(sid, "info", now) for sid in batch])
+            for sid, reply in zip(batch, replies, strict=True):
+                if reply is not None:
+                    info, times = _info(sid, reply)
+                    listed.append((info, key_of(info, query.order, times)))
+            if by_id and len(listed) >= query.limit:
+                break
+        return listed[:query.limit] if by_id else select(query, listed)
+
+    def compact(self, keep_events: int | None, now: float, batch: int,
+                progress: Progress | None) -> Op[CompactStats]:
+        """One script per session, each atomic on its own: a writer waits for one
+        session's step at most. ``progress`` is called every ``batch`` sessions."""
+        found = sorted((yield from self._scan()))
+        stats = CompactStats()
+        for done, session_id in enumerate(found, 1):
             reply = yield Eval(WRITE, self.layout.keys(session_id),
                                ["compact", _number(now), _none(keep_events)])
-            totals = [t + int(r) for t, r in zip(totals, reply, strict=True)]
-        return CompactStats(nodes=totals[0], events=totals[1], sessions=totals[2])
+            damage = _corrupt(session_id, reply)
+            if damage:
+                raise damage
+            stats += CompactStats(*(int(r) for r in reply))
+            if progress is not None and (done % batch == 0 or done == len(found)):
+                progress(CompactProgress(done, len(found), stats))
+        return stats

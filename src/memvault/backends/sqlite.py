@@ -31,9 +31,10 @@ from memvault.errors import (
     ConfigurationError,
     message_missing,
 )
-from memvault.model import Event, Snapshot, check_seconds, utc
+from memvault.model import Event, SessionInfo, Snapshot, check_seconds, to_datetime, utc
+from memvault.paging import Listed, PageQuery
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -71,7 +72,25 @@ MIGRATIONS = {
     ALTER TABLE snapshots ADD COLUMN summary INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE snapshots ADD COLUMN through INTEGER NOT NULL DEFAULT 0;
     """,
+    # Paged listing: one index per order (then name), so a page reads only its rows.
+    # The computed keys are virtual columns: SQLite seeks an index by a row value
+    # (key, name) > (?, ?) on columns, not on an expression index.
+    3: """
+    ALTER TABLE sessions ADD COLUMN length_key INTEGER GENERATED ALWAYS AS (
+        depth - max(base, through) + (summary <> 0 AND through > base)) VIRTUAL;
+    ALTER TABLE sessions ADD COLUMN expires_key REAL GENERATED ALWAYS AS (
+        ifnull(expires_at, 1e308)) VIRTUAL;
+    CREATE INDEX sessions_by_version ON sessions (version, name);
+    CREATE INDEX sessions_by_length ON sessions (length_key, name);
+    CREATE INDEX sessions_by_updated ON sessions (updated_at, name);
+    CREATE INDEX sessions_by_expires ON sessions (expires_key, name);
+    """,
 }
+# Each order's key column (the id order: the name itself); 1e308 is paging.NEVER.
+_KEYS = {"id": "NULL", "version": "version", "length": "length_key",
+         "updated": "updated_at", "expires": "expires_key"}
+_LISTED = ("name, version, length_key, created_at, updated_at, expires_at, "
+           "CASE WHEN summary <> 0 AND through > base THEN through - base ELSE 0 END")
 
 _ROW = ("sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
         " summary, through")
@@ -117,6 +136,14 @@ FROM s LEFT JOIN nodes n ON n.sid = s.sid AND n.node = s.summary
 WHERE s.shows AND (:count < 0 OR :count > s.above)
 """
 
+
+# Search vectors (memvault.vectors): an index beside the chain, created when a store
+# is first opened with an embedder, outside the versioned schema (dropping it loses
+# nothing: `memvault reindex` rebuilds it). One float32 vector per text hash.
+_VECTORS = (
+    "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS vector_space (space TEXT NOT NULL)",
+)
 
 _MAX_IN = 64
 _PARAMS = [", ".join("?" * n) for n in range(_MAX_IN + 1)]
@@ -253,6 +280,31 @@ class _SqliteTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         self._db.executemany(
             "DELETE FROM nodes WHERE sid = ? AND node = ?", [(row.key, n) for n in nodes])
+
+    def _has_vectors(self) -> bool:
+        return self._one("SELECT 1 FROM sqlite_master WHERE name = 'vectors'") is not None
+
+    def vector_space(self) -> str | None:
+        r = self._one("SELECT space FROM vector_space") if self._has_vectors() else None
+        return r[0] if r else None
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        for statement in _VECTORS:
+            self._db.execute(statement)
+        if reset:
+            self._db.execute("DELETE FROM vectors")
+        self._db.execute("DELETE FROM vector_space")
+        self._db.execute("INSERT INTO vector_space (space) VALUES (?)", (space,))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        if not keys or not self._has_vectors():
+            return {}
+        cur = self._db.execute("SELECT key, vec FROM vectors WHERE key IN"
+                               " (SELECT value FROM json_each(?))", (json.dumps(list(keys)),))
+        return dict(cur.fetchall())
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._db.executemany("INSERT OR IGNORE INTO vectors (key, vec) VALUES (?, ?)", items)
 
 
 class SqliteBackend(Engine):
@@ -419,6 +471,35 @@ class SqliteBackend(Engine):
                 raise message_missing(session_id, through)
             out.insert(0, (through, body))
         return out
+
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """One indexed range scan: ``(key, name)`` after the cursor, in the index's
+        order, skipping expired rows (compact removes them) and names without
+        ``match`` (a rare match makes the scan go further)."""
+        key, sign = _KEYS[query.order], "<" if query.descending else ">"
+        where, args = ["(expires_at IS NULL OR expires_at > ?)"], list[Any]([now])
+        if query.match:
+            where.append("instr(name, ?) > 0")
+            args.append(query.match)
+        if query.after is not None:
+            after_key, after_id = query.after
+            if query.order == "id":
+                where.append(f"name {sign} ?")
+                args.append(after_id)
+            else:
+                where.append(f"({key}, name) {sign} (?, ?)")
+                args += [after_key, after_id]
+        way = "DESC" if query.descending else "ASC"
+        order = "name" if query.order == "id" else f"{key} {way}, name"
+        sql = (f"SELECT {_LISTED}, {key} FROM sessions WHERE {' AND '.join(where)} "
+               f"ORDER BY {order} {way} LIMIT ?")
+        db = self._connect()
+        try:
+            rows = db.execute(sql, [*args, query.limit]).fetchall()
+        except sqlite3.Error as exc:
+            raise _driver_error(db, exc) from exc
+        return [(SessionInfo(r[0], r[1], r[2], utc(r[3]), utc(r[4]), to_datetime(r[5]), r[6]),
+                 r[7]) for r in rows]
 
     def close(self) -> None:
         with self._lock:

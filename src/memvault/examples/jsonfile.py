@@ -21,6 +21,7 @@ suite certifies a backend written outside memvault (docs/testing.md).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -44,6 +45,7 @@ class JsonTxn:
 
     def __init__(self, doc: dict[str, Any]) -> None:
         self.sessions: dict[str, Any] = doc.setdefault("sessions", {})
+        self.vectors: dict[str, Any] = doc.setdefault("vectors", {"space": None, "items": {}})
 
     def load(self, name: str) -> Row | None:
         s = self.sessions.get(name)
@@ -126,7 +128,24 @@ class JsonTxn:
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         table = self.sessions[row.name]["nodes"]
         for node in nodes:
-            del table[str(node)]
+            table.pop(str(node), None)  # a concurrent compact may have deleted it
+
+    def vector_space(self) -> str | None:
+        space: str | None = self.vectors["space"]
+        return space
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        if reset:
+            self.vectors["items"] = {}
+        self.vectors["space"] = space
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        items = self.vectors["items"]
+        return {k: base64.b64decode(items[k]) for k in keys if k in items}
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        for key, blob in items:
+            self.vectors["items"].setdefault(key, base64.b64encode(blob).decode())
 
 
 class JsonFileBackend(Engine):

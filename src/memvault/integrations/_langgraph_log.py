@@ -59,6 +59,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memvault.errors import CorruptRecordError
+from memvault.integrations._langgraph_values import MISSING, Lru, fresh
 from memvault.messages import Message, new_message_id
 
 PREFIX = "langgraph:"
@@ -187,6 +188,12 @@ def entries(messages: Sequence[Message]) -> list[Entry]:
 class ThreadLog:
     """A thread as read back: its checkpoints, writes and markers, indexed.
 
+    Values: :meth:`value` decodes a channel's value once per node and keeps it in
+    ``values`` (shared by the saver's logs, keyed by session, node and channel; a
+    node's value never changes), decoding only the suffixes stored after the
+    newest node it holds; what the log hands out (:meth:`tuple`,
+    :meth:`delta_history`) are :func:`fresh` copies of those values.
+
     A saver keeps the log of the threads it read last (node bodies never change)
     and brings it up to date with :meth:`extended` and the nodes appended since
     (the session's newest ``info().length - len(order)`` nodes, checked to follow
@@ -195,14 +202,16 @@ class ThreadLog:
     that check and the saver reads the whole chain instead.
 
     Raises CorruptRecordError (naming the session and the node's position) for a
-    node whose body is not what this module writes, or a reference to a node the
-    session does not hold (for instance hidden by a memvault trim or rollback).
+    node whose body is not what this module writes, or, when its value is read, a
+    reference to a node the session does not hold before it (for instance hidden by
+    a memvault trim).
     """
 
     def __init__(self, thread_id: str, chain: Sequence[Entry], serde: SerializerProtocol,
-                 stamp: Any = None) -> None:
+                 values: Lru, stamp: Any = None) -> None:
         self.thread_id = thread_id
         self.serde = serde
+        self.values = values
         self.session = session_id(thread_id)
         self.stamp = stamp  # the session's (created_at, version) when read, if known
         self.order: list[str] = []
@@ -211,6 +220,7 @@ class ThreadLog:
         self.first: dict[tuple[str, str], str] = {}  # (ns, checkpoint id) -> node
         self.writes: dict[tuple[str, str], list[Body]] = {}
         self.hidden: frozenset[str] = frozenset()
+        self.broken: dict[tuple[str, str], str] = {}  # (node, channel) -> why unreadable
         self._load(chain)
 
     def extended(self, newer: Sequence[Entry], stamp: Any) -> ThreadLog:
@@ -218,7 +228,7 @@ class ThreadLog:
         log = copy.copy(self)
         log.stamp = stamp
         log.order, log.nodes, log.depth = list(self.order), dict(self.nodes), dict(self.depth)
-        log.first, log.writes = dict(self.first), dict(self.writes)
+        log.first, log.writes, log.broken = dict(self.first), dict(self.writes), dict(self.broken)
         log._load(newer)
         return log
 
@@ -238,6 +248,7 @@ class ThreadLog:
         kind = body["kind"]
         if kind == "checkpoint":
             key = (str(body["ns"]), str(body["id"]))
+            self._check_refs(node, body["values"])
             self.nodes[node] = body
             self.first.setdefault(key, node)
         elif kind == "writes":
@@ -251,6 +262,19 @@ class ThreadLog:
             self.hidden = self.hidden | {n for n, b in self.nodes.items() if b.get("run") in runs}
         else:
             raise ValueError(f"unknown kind {kind!r}")
+
+    def _check_refs(self, node: str, values: Mapping[str, Body]) -> None:
+        """Note the channels of ``node`` whose value refers to a node not held before it
+        (or to one that cannot be read itself): reading them raises, the rest reads."""
+        for channel, entry in values.items():
+            ref = entry.get("at") or entry.get("ext")
+            if ref is None:
+                continue
+            held = self.nodes.get(str(ref))
+            if held is None or channel not in held["values"]:
+                self.broken[(node, channel)] = f"channel {channel!r} refers to missing node {ref!r}"
+            elif (str(ref), channel) in self.broken:
+                self.broken[(node, channel)] = self.broken[(str(ref), channel)]
 
     def find(self, ns: str, checkpoint_id: str | None) -> str | None:
         """The visible node of a checkpoint, or of the newest one of ``ns`` if no id."""
@@ -270,21 +294,35 @@ class ThreadLog:
         return CorruptRecordError(self.session, self.depth.get(node, 0), reason)
 
     def value(self, node: str, channel: str) -> Any:
-        """The value of ``channel`` at checkpoint node ``node``."""
-        suffixes: list[Any] = []
-        entry = self.nodes[node]["values"][channel]
+        """The value of ``channel`` at checkpoint node ``node``: the canonical one, kept
+        in :attr:`values` (never hand it out: give a :func:`fresh` copy)."""
+        if (node, channel) in self.broken:
+            raise self._fail(node, self.broken[(node, channel)])
+        key = (self.session, node, channel)
+        value = self.values.get(key)
+        if value is not MISSING:
+            return value
+        suffixes: list[tuple[str, Body]] = []  # the ext entries above the base, newest first
+        at, entry = node, self.nodes[node]["values"][channel]
         while "at" in entry or "ext" in entry:
-            ref = str(entry.get("at") or entry["ext"])
             if "ext" in entry:
-                suffixes.append((node, entry))
-            if ref not in self.nodes or channel not in self.nodes[ref]["values"]:
-                raise self._fail(node, f"channel {channel!r} refers to missing node {ref!r}")
-            node, entry = ref, self.nodes[ref]["values"][channel]
-        value = self.serde.loads_typed(unpack(entry))  # a fresh object: extended in place
-        for at, ext in reversed(suffixes):
+                suffixes.append((at, entry))
+            at = str(entry.get("at") or entry["ext"])
+            entry = self.nodes[at]["values"][channel]
+            value = self.values.get((self.session, at, channel))
+            if value is not MISSING:
+                break
+        else:
+            value = self.serde.loads_typed(unpack(entry))
+        for i, (at, ext) in enumerate(reversed(suffixes)):
             if not isinstance(value, list) or len(value) != ext["n"]:
                 raise self._fail(at, f"channel {channel!r} does not extend its base")
-            value.extend(self.serde.loads_typed(unpack(ext)))
+            more = self.serde.loads_typed(unpack(ext))
+            if i:
+                value.extend(more)
+            else:  # the base may be another node's canonical value: a new list
+                value = [*value, *more]
+        self.values.put(key, value)
         return value
 
     def stored(self, node: str) -> dict[str, Stored]:
@@ -321,7 +359,7 @@ class ThreadLog:
         body = self.nodes[node]
         ns, cid, parent = str(body["ns"]), str(body["id"]), body["parent"]
         checkpoint = cast(Checkpoint, self.serde.loads_typed(unpack(body["checkpoint"])))
-        checkpoint["channel_values"] = {c: self.value(node, c) for c in body["values"]}
+        checkpoint["channel_values"] = {c: fresh(self.value(node, c)) for c in body["values"]}
         return CheckpointTuple(
             config=self.config(ns, cid), checkpoint=checkpoint,
             metadata=self.metadata(node),
@@ -348,7 +386,7 @@ class ThreadLog:
                 if write[1] in remaining:
                     found[write[1]].append(write)
             for channel in sorted(remaining & set(self.nodes[node]["values"])):
-                seeds[channel] = self.value(node, channel)
+                seeds[channel] = fresh(self.value(node, channel))
                 remaining.discard(channel)
             cursor = self.nodes[node]["parent"]
         result: dict[str, DeltaChannelHistory] = {}

@@ -33,8 +33,6 @@ thread must not exist: ``ConflictError``).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +69,7 @@ try:
         session_id,
         writes_message,
     )
+    from memvault.integrations._langgraph_values import MISSING, Lru
 # The optional dependency's imports, as in every adapter (names differ).
 except ImportError as _exc:  # pragma: no cover - exercised by simulating the import
     raise missing_extra("langgraph", "langgraph", _exc) from _exc
@@ -79,6 +78,7 @@ __all__ = ["MemvaultSaver"]
 
 CACHE_SIZE = 64  # checkpoints whose stored values a saver remembers to encode children
 LOGS = 16  # threads whose log a saver keeps, to read only the nodes appended since
+VALUES = 256  # (node, channel) values a saver keeps decoded, to decode only what is new
 
 
 @dataclass(frozen=True)
@@ -167,9 +167,9 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         store, async_store = checked(store, async_store)
         self.store = store
         self.async_store = async_store
-        self._cache: OrderedDict[tuple[str, str, str], dict[str, Stored]] = OrderedDict()
-        self._logs: OrderedDict[str, ThreadLog] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = Lru(CACHE_SIZE)  # (session, ns, checkpoint id) -> {channel: Stored}
+        self._logs = Lru(LOGS)  # session -> ThreadLog
+        self._values = Lru(VALUES)  # (session, node, channel) -> canonical value
 
     @classmethod
     def from_conn_string(cls, url: str, *, serde: SerializerProtocol | None = None,
@@ -185,27 +185,19 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
 
     # -- the sans-I/O plans: every method below is one of these, run sync or async
 
-    def _remember(self, cache: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> None:
-        with self._lock:
-            cache[key] = value
-            cache.move_to_end(key)
-            while len(cache) > size:
-                cache.popitem(last=False)
-
     def _forget(self, session: str) -> None:
-        with self._lock:
-            for key in [k for k in self._cache if k[0] == session]:
-                del self._cache[key]
-            self._logs.pop(session, None)
+        self._logs.drop(lambda key: key == session)
+        for cache in (self._cache, self._values):
+            cache.drop(lambda key: key[0] == session)
 
     def _read(self, thread_id: str) -> _Plan:
         """Read a thread's log: only the nodes appended since, if the saver has the rest."""
         session = session_id(thread_id)
-        with self._lock:
-            known = self._logs.get(session)
+        known = self._logs.get(session)
+        known = None if known is MISSING else known
         info = yield _Info(session)
         if info is None:
-            return ThreadLog(thread_id, [], self.serde)
+            return ThreadLog(thread_id, [], self.serde, self._values)
         stamp = (info.created_at, info.version)  # a thread deleted and made again differs
         log = None
         if known is not None and known.stamp == stamp:
@@ -216,15 +208,37 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
             if newest and newest[0][0] == known.order[-1]:
                 log = known.extended(newest[1:], stamp)
         if log is None:
-            log = ThreadLog(thread_id, entries((yield _Read(session, None))), self.serde, stamp)
-        self._remember(self._logs, session, log, LOGS)
+            log = ThreadLog(thread_id, entries((yield _Read(session, None))), self.serde,
+                            self._values, stamp)
+        self._logs.put(session, log)
         return log
+
+    def _appended(self, session: str, message: Message, version: int) -> None:
+        """Add the node this saver just appended to its log of the thread, if that log
+        was the session's state right before: the next read then need not fetch it.
+
+        The append returned ``version``: one more than the log's means exactly one
+        operation happened since the log was read, and a node the log did not hold
+        is now stored, so that operation appended it (a retry of the same content
+        by another writer appends the same node). A thread deleted and made again
+        meanwhile is still caught by the next read (its creation time differs).
+        """
+        log = self._logs.get(session)
+        if log is MISSING or log.stamp is None or message.id in log.depth:
+            return
+        created, known = log.stamp
+        if version == known + 1:
+            self._logs.put(session, log.extended(entries([message]), (created, version)))
 
     def _get_plan(self, config: RunnableConfig) -> _Plan:
         thread_id, ns = _where(config)
         log = yield from self._read(thread_id)
         node = log.find(ns, get_checkpoint_id(config))
-        return None if node is None else log.tuple(node)
+        if node is None:
+            return None
+        # A child is put next, most likely: its encoding compares with these values.
+        self._cache.put((log.session, ns, str(log.nodes[node]["id"])), log.stored(node))
+        return log.tuple(node)
 
     def _list_plan(self, config: RunnableConfig | None, wanted: dict[str, Any] | None,
                    before: RunnableConfig | None, limit: int | None) -> _Plan:
@@ -257,9 +271,8 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         parent_id = get_checkpoint_id(config)
         parent: Mapping[str, Stored] = {}
         if parent_id is not None:
-            with self._lock:
-                cached = self._cache.get((session, ns, parent_id))
-            if cached is None:
+            cached = self._cache.get((session, ns, parent_id))
+            if cached is MISSING:
                 log = yield from self._read(thread_id)
                 node = log.first.get((ns, parent_id))
                 cached = log.stored(node) if node is not None else None
@@ -267,8 +280,11 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         message, stored = checkpoint_message(
             ns, checkpoint, get_serializable_checkpoint_metadata(config, metadata),
             parent_id, parent, self.serde)
-        yield _Append(session, message)
-        self._remember(self._cache, (session, ns, checkpoint["id"]), stored, CACHE_SIZE)
+        self._appended(session, message, (yield _Append(session, message)))
+        self._cache.put((session, ns, checkpoint["id"]), stored)
+        for channel, value in stored.items():
+            if value.node == message.id:  # the channels this node stores itself
+                self._values.put((session, message.id, channel), value.value)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 
@@ -277,8 +293,9 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         thread_id, ns = _where(config)
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
         if writes:
-            yield _Append(session_id(thread_id), writes_message(
-                ns, checkpoint_id, task_id, task_path, writes, self.serde))
+            message = writes_message(ns, checkpoint_id, task_id, task_path, writes, self.serde)
+            self._appended(session_id(thread_id), message,
+                           (yield _Append(session_id(thread_id), message)))
 
     def _delete_plan(self, thread_ids: Sequence[str]) -> _Plan:
         for thread_id in thread_ids:

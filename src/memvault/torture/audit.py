@@ -385,6 +385,10 @@ def audit_records(records: list[Record]) -> TortureReport:
     report.kills = sum(1 for r in records if r["e"] == "kill" and not r["late"])
     report.late_kills = sum(1 for r in records if r["e"] == "kill" and r["late"])
     report.exits = sum(1 for r in records if r["e"] == "exit")
+    report.server_kills = sum(1 for r in records if r["e"] == "server_kill")
+    report.outages = sum(1 for r in records if r["e"] == "outage")
+    report.cuts = {k: v for r in records if r["e"] == "cuts" for k, v in r.items()
+                   if k not in ("e", "outages")}
     count_operations(records, report)
     for si in range(len(report.run.get("sessions", []))):
         mine = [r for r in records if r.get("s") == si]

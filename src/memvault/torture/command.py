@@ -18,6 +18,7 @@ from memvault.terminal import error, say
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
 from memvault.torture.runner import Status, TortureSettings, cleanup, prepare, run_torture
+from memvault.torture.servers import PrivateServer, start_server
 from memvault.urls import redact, resolve
 
 out = Console(highlight=False, soft_wrap=True)
@@ -64,6 +65,11 @@ def print_report(report: TortureReport) -> None:
     acc.add_row("kills", str(report.kills),
                 f"+{report.late_kills} at the end" if report.late_kills else "")
     acc.add_row("faults injected", str(report.faults), "")
+    if report.run.get("server"):
+        acc.add_row("server kills", str(report.server_kills), report.run["server"])
+        acc.add_row("proxy outages", str(report.outages), "")
+        acc.add_row("connections cut", str(sum(report.cuts.values())),
+                    ", ".join(f"{k} {v}" for k, v in sorted(report.cuts.items())))
     if report.exits:
         acc.add_row("workers died on their own", str(report.exits), "see the history file")
     for name, finding in report.findings.items():
@@ -77,7 +83,8 @@ def print_report(report: TortureReport) -> None:
         " never read back. Both are allowed.")
 
 
-def _run(opener: Opener, settings: TortureSettings) -> TortureReport:
+def _run(opener: Opener, settings: TortureSettings,
+         server: PrivateServer | None) -> TortureReport:
     columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[stats]}"))
     with Progress(*columns, console=err, transient=False) as bar:
@@ -87,9 +94,9 @@ def _run(opener: Opener, settings: TortureSettings) -> TortureReport:
             bar.update(task, completed=min(status.elapsed, settings.seconds),
                        description=status.phase,
                        stats=f"{status.calls} calls, {status.kills} kills, "
-                             f"{status.faults} faults")
+                             f"{status.faults} faults, {status.server_faults} server faults")
 
-        path = run_torture(opener, settings, show)
+        path = run_torture(opener, settings, show, server)
         bar.update(task, description="auditing")
         report = audit_history(path)
         bar.update(task, description="done")
@@ -124,29 +131,58 @@ def torture(
     keep: Annotated[bool, typer.Option(
         help="Keep the run's sessions in the store (always kept after a violation).")
     ] = False,
+    server: Annotated[str | None, typer.Option(
+        help="Start a private server and torture it instead of --url: redis (AOF, "
+             "appendfsync always), postgres (initdb) or redis-cluster (3 primaries). "
+             "Removed at the end.")] = None,
+    server_faults: Annotated[str, typer.Option(
+        help="With --server: kill (SIGKILL and restart it), proxy (workers go through a "
+             "proxy that cuts connections), comma-separated, or none.")] = "kill",
+    server_fault_rate: Annotated[float, typer.Option(
+        min=0, help="Server kills or proxy outages per second, on average.")] = 0.2,
+    cut_rate: Annotated[float, typer.Option(
+        min=0, max=1, help="With proxy faults: share of requests and replies cut.")
+    ] = 0.002,
 ) -> None:
-    """Hammer a store with killed and restarted worker processes, then prove that every
-    acknowledged change is accounted for. Exit code 1 on any violation."""
+    """Hammer a store with killed and restarted worker processes (and, with --server,
+    a crashed server and cut connections), then prove that every acknowledged change
+    is accounted for. Exit code 1 on any violation."""
+    private: PrivateServer | None = None
     try:
         if face not in ("sync", "async"):
             raise ConfigurationError(f"--face is sync or async, not {face!r}")
+        faults = tuple(f for f in server_faults.split(",") if f and f != "none")
+        settings = TortureSettings(writers, readers, seconds, kill_rate, sessions, fault_rate,
+                                   seed, None if history is None else str(history),
+                                   server_faults=faults if server else (),
+                                   server_fault_rate=server_fault_rate, cut_rate=cut_rate)
+        settings.check()
+        if server and (url or factory):
+            raise ConfigurationError("--server starts its own store: no --url or --factory")
+        if server:
+            say(f"torture: starting a private {server} server")
+            private = start_server(server)
         # The command's --url, else the app's global --url (its root context's
         # parameter), else $MEMVAULT_URL, else the default.
-        target = url if factory else resolve(url or ctx.find_root().params.get("url"))
+        target = private.url if private else url if factory \
+            else resolve(url or ctx.find_root().params.get("url"))
         opener = Opener(target or "factory", face,  # type: ignore[arg-type]
                         _options(option or []), _factory(factory) if factory else None)
-        settings = TortureSettings(writers, readers, seconds, kill_rate, sessions, fault_rate,
-                                   seed, None if history is None else str(history))
         prepare(opener, settings)
         say(f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
             f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "
-            f"fault rate {fault_rate:g}")
-        report = _run(opener, settings)
-        if report.ok and not keep:
+            f"fault rate {fault_rate:g}" + (
+                f", server faults {','.join(faults) or 'none'} ~{server_fault_rate:g}/s"
+                if private else ""))
+        report = _run(opener, settings, private)
+        if report.ok and not keep and not private:
             cleanup(opener, report.run["sessions"])
     except MemvaultError as exc:
         error(f"{type(exc).__name__}: {exc}")
         raise typer.Exit(1) from None
+    finally:
+        if private is not None:
+            private.close()
     print_report(report)
     if json_path is not None:
         json_path.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=2),

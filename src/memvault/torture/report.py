@@ -55,6 +55,10 @@ class TortureReport(Findings):
         late_kills: workers killed because they did not stop within the grace period.
         exits: workers that died on their own (each was restarted).
         faults: faults injected (``before``: not sent; ``after``: reply lost).
+        server_kills: SIGKILLs (and restarts) of the private server, or of one node.
+        outages: times the cutting proxy refused connections for a while.
+        cuts: connections the proxy cut, by kind (``before`` a request reached the
+            server, ``mid-reply``, ``outage``).
         operations: per kind of call.
         findings: violations (all must be 0); see :mod:`memvault.torture.audit`.
         notes: what is allowed but worth knowing (``recovered``: appends whose
@@ -73,6 +77,9 @@ class TortureReport(Findings):
     late_kills: int = 0
     exits: int = 0
     faults: int = 0
+    server_kills: int = 0
+    outages: int = 0
+    cuts: dict[str, int] = field(default_factory=dict)
     operations: dict[str, OpStats] = field(
         default_factory=lambda: {k: OpStats() for k in OPERATIONS})
     sessions: list[dict[str, Any]] = field(default_factory=list)

@@ -3,10 +3,15 @@
 The parent process never touches the store while the workers run. Kills are a
 Poisson process (``kill_rate`` per second on average): each picks a worker at
 random, writer or reader, sends SIGKILL and starts a new incarnation in its place.
-At the end the workers are asked to stop; one that does not within ``grace``
-seconds is killed too (a *late* kill). Then a fresh handle reads every session's
-info, history, snapshots and log, each snapshot's own history through a
-throwaway fork, and the history before each pop, trim and clear (through
+Given a private server it started (:mod:`memvault.torture.servers`), the runner also
+strikes the server, ``server_fault_rate`` times a second on average: a SIGKILL and a
+restart on the same files (``kill``), or an outage of the cutting proxy the workers
+then reach it through (``proxy``, :mod:`memvault.torture.proxy`), which also cuts
+``cut_rate`` of the requests and replies. At the end the workers are asked to stop;
+one that does not within ``grace`` seconds is killed too (a *late* kill). Then a
+fresh handle reads every session's info, history, snapshots and log, each
+snapshot's own history through a throwaway fork, and the history before each pop,
+trim and clear (through
 ``history(at_version=N)``), and appends all of it to the history file for the audit.
 """
 
@@ -19,12 +24,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from memvault.checks.opener import Opener
 from memvault.errors import ConfigurationError, CorruptRecordError
+from memvault.torture.proxy import CuttingProxy
+from memvault.torture.servers import PrivateServer
 from memvault.torture.workers import Assignment, error_fields, wire, work
 from memvault.urls import redact
 
@@ -42,6 +49,9 @@ class TortureSettings:
     seed: int | None = None
     history: str | None = None
     grace: float = 60.0
+    server_faults: tuple[str, ...] = ()
+    server_fault_rate: float = 0.2
+    cut_rate: float = 0.002
 
     def check(self) -> None:
         if self.writers < 1 or self.readers < 0 or self.sessions < 1:
@@ -49,6 +59,14 @@ class TortureSettings:
         if self.seconds <= 0 or self.kill_rate < 0 or not 0 <= self.fault_rate <= 1:
             raise ConfigurationError("torture needs seconds > 0, kill_rate >= 0, "
                                      "0 <= fault_rate <= 1")
+        if not set(self.server_faults) <= set(SERVER_FAULTS):
+            raise ConfigurationError(f"server faults are {' and '.join(SERVER_FAULTS)}, not "
+                                     f"{', '.join(self.server_faults)}")
+        if self.server_fault_rate < 0 or not 0 <= self.cut_rate <= 1:
+            raise ConfigurationError("torture needs server_fault_rate >= 0, 0 <= cut_rate <= 1")
+
+
+SERVER_FAULTS = ("kill", "proxy")
 
 
 @dataclass
@@ -60,6 +78,7 @@ class Status:
     calls: int = 0
     faults: int = 0
     kills: int = 0
+    server_faults: int = 0
 
 
 Progress = Callable[[Status], None]
@@ -115,16 +134,48 @@ def _check_shared(opener: Opener) -> None:
             "processes share (sqlite://, redis://, postgresql://)")
 
 
-def _hammer(fleet: _Fleet, settings: TortureSettings, rng: random.Random, status: Status,
-            progress: Progress | None) -> None:
+class _Strikes:
+    """The server faults: SIGKILL and restart the server, or an outage of the proxy."""
+
+    def __init__(self, server: PrivateServer | None, proxy: CuttingProxy | None,
+                 settings: TortureSettings, rng: random.Random,
+                 log: Callable[..., None]) -> None:
+        self.server, self.proxy, self.rng, self.log = server, proxy, rng, log
+        self.kinds = settings.server_faults
+        self.rate = settings.server_fault_rate if self.kinds else 0.0
+
+    def after(self, now: float) -> float:
+        """When the next strike is due."""
+        return now + self.rng.expovariate(self.rate) if self.rate else float("inf")
+
+    def strike(self) -> None:
+        kind, at = self.rng.choice(self.kinds), time.time()
+        if kind == "kill":
+            assert self.server is not None
+            self.server.crash(self.rng)
+            self.log(e="server_kill", server=self.server.kind, at=at,
+                     down=round(time.time() - at, 3))
+        else:
+            assert self.proxy is not None
+            self.proxy.outage(self.rng.uniform(0.05, 0.5))
+            self.log(e="outage", at=at, down=round(time.time() - at, 3))
+
+
+def _hammer(fleet: _Fleet, strikes: _Strikes, settings: TortureSettings,
+            rng: random.Random, status: Status, progress: Progress | None) -> None:
     started = time.monotonic()
     deadline = started + settings.seconds
     next_kill = started + rng.expovariate(settings.kill_rate) if settings.kill_rate else deadline
+    next_strike = strikes.after(started)
     for slot in range(len(fleet.roles)):
         fleet.start(slot)
     status.phase = "running"
     while (now := time.monotonic()) < deadline:
-        if now >= next_kill:
+        if now >= next_strike:
+            strikes.strike()
+            status.server_faults += 1
+            next_strike = strikes.after(time.monotonic())
+        elif now >= next_kill:
             slot = rng.randrange(len(fleet.roles))
             fleet.kill(slot)
             fleet.start(slot)
@@ -132,7 +183,7 @@ def _hammer(fleet: _Fleet, settings: TortureSettings, rng: random.Random, status
             next_kill = now + rng.expovariate(settings.kill_rate)
         else:
             fleet.reap()
-            time.sleep(min(0.1, max(0.0, min(next_kill, deadline) - now)))
+            time.sleep(min(0.1, max(0.0, min(next_kill, next_strike, deadline) - now)))
         status.elapsed = now - started
         status.calls, status.faults = fleet.totals()
         if progress:
@@ -229,8 +280,26 @@ def prepare(store: str | Opener, settings: TortureSettings) -> Opener:
     return opener
 
 
+def _proxied(opener: Opener, server: PrivateServer | None, settings: TortureSettings,
+             seed: int) -> tuple[Opener, CuttingProxy | None]:
+    """The opener the workers use: through a cutting proxy for ``proxy`` faults."""
+    if settings.server_faults and server is None:
+        raise ConfigurationError("server faults need a server the torture started itself "
+                                 "(memvault torture --server redis|postgres|redis-cluster)")
+    if "proxy" not in settings.server_faults:
+        return opener, None
+    assert server is not None
+    if server.address is None:
+        raise ConfigurationError(f"proxy faults need a single server, not {server.kind} "
+                                 f"(its clients connect to every node)")
+    proxy = CuttingProxy(server.address, settings.cut_rate, seed)
+    host, port = server.address
+    url = opener.url.replace(f"{host}:{port}", f"{host}:{proxy.port}", 1)
+    return replace(opener, url=url), proxy
+
+
 def run_torture(store: str | Opener, settings: TortureSettings | None = None,
-                progress: Progress | None = None) -> Path:
+                progress: Progress | None = None, server: PrivateServer | None = None) -> Path:
     """Torture a store and return the history file (audit it with
     :func:`memvault.torture.audit.audit_history`).
 
@@ -239,32 +308,44 @@ def run_torture(store: str | Opener, settings: TortureSettings | None = None,
             the async face, or a backend given by a factory).
         settings: the run's knobs.
         progress: called with the :class:`Status` several times a second.
+        server: the private server ``store`` is on, for ``settings.server_faults``
+            (:func:`memvault.torture.servers.start_server`); the caller closes it.
     """
     settings = settings or TortureSettings()
     opener = prepare(store, settings)
     seed = settings.seed if settings.seed is not None else random.SystemRandom().randrange(2**31)
+    workers_opener, proxy = _proxied(opener, server, settings, seed)
     run = uuid.uuid4().hex[:10]
     sessions = tuple(f"torture-{run}-{i}" for i in range(settings.sessions))
     folder = Path(settings.history or tempfile.mkdtemp(prefix="memvault-torture-"))
     parts = folder / f"parts-{run}"
     parts.mkdir(parents=True)
-    assignment = Assignment(opener, run, sessions, str(parts), settings.fault_rate, seed)
+    assignment = Assignment(workers_opener, run, sessions, str(parts), settings.fault_rate, seed)
     parent = (parts / "parent.jsonl").open("a", encoding="utf-8")
 
     def log(**record: Any) -> None:
         parent.write(json.dumps(record, ensure_ascii=False) + "\n")
         parent.flush()
 
-    status = Status()
+    status, rng = Status(), random.Random(seed)
     try:
-        _hammer(_Fleet(assignment, settings, log), settings, random.Random(seed), status, progress)
+        _hammer(_Fleet(assignment, settings, log), _Strikes(server, proxy, settings, rng, log),
+                settings, rng, status, progress)
+        if proxy is not None:
+            proxy.close()
+            log(e="cuts", **proxy.cuts)
         state = _final_state(opener, sessions, status, progress)
     finally:
+        if proxy is not None:
+            proxy.close()
         parent.close()
     header = {"e": "run", "run": run, "url": redact(opener.url), "face": opener.face,
               "sessions": list(sessions), "writers": settings.writers,
               "readers": settings.readers, "seconds": round(status.elapsed, 3),
-              "kill_rate": settings.kill_rate, "fault_rate": settings.fault_rate, "seed": seed}
+              "kill_rate": settings.kill_rate, "fault_rate": settings.fault_rate, "seed": seed,
+              "server": None if server is None else server.kind,
+              "server_faults": list(settings.server_faults),
+              "server_fault_rate": settings.server_fault_rate, "cut_rate": settings.cut_rate}
     path = folder / f"torture-{run}.jsonl"
     with path.open("w", encoding="utf-8") as out:
         out.write(json.dumps(header) + "\n")

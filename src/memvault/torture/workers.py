@@ -191,7 +191,11 @@ def work(assignment: Assignment, role: str, worker: int, slot: int, stop: Any,
     """
     wk = _Worker(assignment, worker, slot, counters)
     wk.log(e="start", w=worker, role=role, slot=slot, pid=os.getpid(), at=time.time())
-    store = assignment.opener(writer=f"torture-w{worker}")
+    try:
+        store = assignment.opener(writer=f"torture-w{worker}")
+    except MemvaultError as exc:  # the server is down: the runner starts a new worker
+        wk.log(e="open_error", w=worker, at=time.time(), **error_fields(exc))
+        raise SystemExit(1) from None
     try:
         if assignment.fault_rate > 0:
             wk.faults = inject_faults(store)

@@ -87,7 +87,8 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
     def sessions(request: Request) -> Response:
         p = request.query_params
         listing = views.sessions_page(store, p.get("q", ""), p.get("sort", "id"),
-                                      p.get("order") == "desc", _int(p.get("page"), 1))
+                                      p.get("order") == "desc", p.get("cursor", ""),
+                                      _int(p.get("page"), 1))
         return page(request, "sessions.html", listing=listing, sorts=views.SORTS)
 
     def session(request: Request) -> Response:

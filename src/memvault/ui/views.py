@@ -20,32 +20,35 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 import memvault
-from memvault.errors import VersionNotFoundError
+from memvault.errors import InvalidArgumentError, VersionNotFoundError
 from memvault.messages import Message
 from memvault.model import Event, SessionInfo, Snapshot
+from memvault.paging import MAX_MATCH, ORDERS
 
 SESSIONS_PAGE = 50
 """Sessions per page of the sessions list."""
-SORT_LIMIT = 2000
-"""Sorting by a column other than the id reads every matching session's info: only
-up to this many matches (narrow the filter beyond)."""
 PAGE_MESSAGES = 100
 """A timeline page holds events until it holds at least this many messages."""
-SORTS = ("id", "version", "length", "updated", "expires")
+SORTS = ORDERS
 
 
 @dataclass(frozen=True)
 class SessionsPage:
-    """One page of the sessions list."""
+    """One page of the sessions list.
+
+    Attributes:
+        rows: the page's sessions.
+        cursor: the next page's cursor (None: this is the last page).
+        number: the page's number in the walk (1: the first).
+        sort / desc / query: the order, its direction and the id filter.
+        note: why the page asked for is not the one shown, if it is not.
+    """
 
     rows: list[SessionInfo]
-    total: int
-    matching: int
-    page: int
-    pages: int
+    cursor: str | None
+    number: int
     sort: str
     desc: bool
     query: str
@@ -53,39 +56,20 @@ class SessionsPage:
 
 
 def sessions_page(store: memvault.Store, query: str = "", sort: str = "id",
-                  desc: bool = False, page: int = 1) -> SessionsPage:
-    """Filter the ids by substring, sort, and read ``info()`` of one page only."""
-    ids = store.sessions()
-    matching = [i for i in ids if query.lower() in i.lower()] if query else ids
-    note = ""
-    if sort not in SORTS:
-        sort = "id"
-    if sort != "id" and len(matching) > SORT_LIMIT:
-        note = (f"{len(matching):,} sessions match: sorted by id; narrow the filter to "
-                f"{SORT_LIMIT:,} or fewer to sort by {sort}")
-        sort = "id"
-    pages = max(1, -(-len(matching) // SESSIONS_PAGE))
-    page = min(max(1, page), pages)
-    if sort == "id":
-        ordered = sorted(matching, reverse=desc)
-        chosen = ordered[(page - 1) * SESSIONS_PAGE: page * SESSIONS_PAGE]
-        rows = [info for info in map(_info, [store.session(i) for i in chosen]) if info]
-    else:
-        infos = [info for info in map(_info, [store.session(i) for i in matching]) if info]
-        infos.sort(key=lambda info: _sort_key(info, sort), reverse=desc)
-        rows = infos[(page - 1) * SESSIONS_PAGE: page * SESSIONS_PAGE]
-    return SessionsPage(rows, len(ids), len(matching), page, pages, sort, desc, query, note)
-
-
-def _info(s: memvault.Session) -> SessionInfo | None:
-    return s.info()  # None: expired or deleted since the list was read
-
-
-def _sort_key(info: SessionInfo, sort: str) -> Any:
-    if sort == "expires":
-        return (info.expires_at is None, info.expires_at.timestamp() if info.expires_at else 0)
-    return {"version": info.version, "length": info.length,
-            "updated": info.updated_at.timestamp()}[sort]
+                  desc: bool = False, cursor: str = "", number: int = 1) -> SessionsPage:
+    """One page of ``store.sessions_page``: the same cost at any number of sessions,
+    in any order. A cursor that no longer fits (edited, or from another order or
+    filter) starts the list again, saying so."""
+    sort = sort if sort in SORTS else "id"
+    query, note = query[:MAX_MATCH], ""
+    try:
+        page = store.sessions_page(SESSIONS_PAGE, cursor=cursor or None, order=sort,
+                                   descending=desc, match=query)
+    except InvalidArgumentError:
+        page, number = store.sessions_page(SESSIONS_PAGE, order=sort, descending=desc,
+                                           match=query), 1
+        note = "that page link no longer applies: back to the first page"
+    return SessionsPage(page.sessions, page.cursor, max(1, number), sort, desc, query, note)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,10 @@
 -- beside history (now the context view). Then every
 -- chain walk became checked (_chain: a broken chain raised nothing, history returned
 -- fewer messages, or the head repeated), pop refuses a body that is not a JSON object
--- before changing anything, and delete answers false for an expired session.
+-- before changing anything, and delete answers false for an expired session. Then
+-- compact became compact_plan + compact_step, bounded steps each its own transaction,
+-- and _garbage refuses a broken chain as the engine does.
+-- Version 7 added the search vectors' functions (vector_space ... put_vectors).
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -124,28 +127,29 @@ END $$;
 -- for was found it raises MV010 (DETAIL: the depth where the chain breaks): a missing
 -- node, a node that is its own parent or a link into another branch never makes a
 -- shorter or repeated history. STABLE, so it reads with its caller's snapshot.
+-- One primary-key probe per step, whatever the statistics say: a recursive query
+-- left the planner free to join the walk to nodes by a scan, and its estimates for a
+-- recursive walk are guesses (docs/postgres.md, "Plans and vacuum").
 DROP FUNCTION IF EXISTS @schema@._chain(bigint, bigint, bigint);
 CREATE OR REPLACE FUNCTION @schema@._chain(p_sid bigint, p_head bigint, p_depth bigint, p_count bigint)
 RETURNS TABLE (k bigint, node bigint, depth bigint, msg_id bytea, body text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v_found bigint;
+    v_next bigint := p_head;
+    v_parent bigint;
 BEGIN
-    RETURN QUERY
-    WITH RECURSIVE walk (k, node, parent, depth) AS (
-        SELECT 1::bigint, n.node, n.parent, n.depth FROM @schema@.nodes n
-        WHERE p_count > 0 AND n.sid = p_sid AND n.node = p_head AND n.depth = p_depth
-        UNION ALL
-        SELECT w.k + 1, n.node, n.parent, n.depth FROM walk w
-        JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.parent AND n.depth = w.depth - 1
-        WHERE w.k < p_count
-    )
-    SELECT w.k, n.node, n.depth, n.msg_id, n.body
-    FROM walk w JOIN @schema@.nodes n ON n.sid = p_sid AND n.node = w.node;
-    GET DIAGNOSTICS v_found = ROW_COUNT;
-    IF v_found < greatest(p_count, 0) THEN
-        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - v_found;
-    END IF;
+    k := 1;
+    WHILE k <= p_count LOOP
+        SELECT n.node, n.parent, n.depth, n.msg_id, n.body
+        INTO node, v_parent, depth, msg_id, body
+        FROM @schema@.nodes n WHERE n.sid = p_sid AND n.node = v_next;
+        IF NOT FOUND OR depth <> p_depth - k + 1 THEN
+            RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = p_depth - k + 1;
+        END IF;
+        RETURN NEXT;
+        v_next := v_parent;
+        k := k + 1;
+    END LOOP;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.append(
@@ -573,15 +577,75 @@ LANGUAGE sql STABLE AS $$
     WHERE s.expires_at IS NULL OR s.expires_at > p_now
 $$;
 
+-- One page of the live sessions (Store.sessions_page): info and key of at most
+-- p_limit sessions after (p_after_key, p_after) in the order p_order (then name),
+-- descending if p_desc; names containing p_match. Each order's key is the
+-- expression an index of 006_session_pages.sql holds, so the page is one index
+-- range scan whatever the statistics say (expired rows and names without p_match
+-- are skipped on the way): with sequential scans and sorts off for this function, a
+-- table the statistics claim empty is still read through the order's index.
+CREATE OR REPLACE FUNCTION @schema@.sessions_page(
+    p_order text, p_desc boolean, p_match bytea, p_after_key double precision,
+    p_after bytea, p_limit bigint, p_now double precision
+) RETURNS TABLE (name bytea, version bigint, length bigint, created_at double precision,
+                 updated_at double precision, expires_at double precision,
+                 summarized bigint, key double precision)
+LANGUAGE plpgsql STABLE SET enable_seqscan = off SET enable_sort = off
+    SET enable_bitmapscan = off AS $$
+DECLARE
+    v_key text := CASE p_order
+        WHEN 'id' THEN 'NULL::double precision'
+        WHEN 'version' THEN 's.version'
+        WHEN 'length' THEN
+            '(s.depth - greatest(s.base, s.through) + (s.summary <> 0 AND s.through > s.base)::int)'
+        WHEN 'updated' THEN 's.updated_at'
+        WHEN 'expires' THEN '(coalesce(s.expires_at, 1e308))' END;
+    v_typed text := CASE WHEN p_order IN ('version', 'length') THEN '$1::bigint' ELSE '$1' END;
+    v_way text := CASE WHEN p_desc THEN 'DESC' ELSE 'ASC' END;
+    v_sign text := CASE WHEN p_desc THEN '<' ELSE '>' END;
+    v_where text := '(s.expires_at IS NULL OR s.expires_at > $4)';
+BEGIN
+    IF v_key IS NULL THEN
+        RAISE EXCEPTION 'unknown order %', p_order USING ERRCODE = '22023';
+    END IF;
+    IF p_match <> ''::bytea THEN
+        v_where := v_where || ' AND position($3 in s.name) > 0';
+    END IF;
+    IF p_after IS NOT NULL THEN
+        v_where := v_where || CASE WHEN p_order = 'id' THEN format(' AND s.name %s $2', v_sign)
+            ELSE format(' AND (%s, s.name) %s (%s, $2)', v_key, v_sign, v_typed) END;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT s.name, s.version, '
+        '       s.depth - greatest(s.base, s.through) '
+        '           + CASE WHEN s.summary <> 0 AND s.through > s.base THEN 1 ELSE 0 END, '
+        '       s.created_at, s.updated_at, s.expires_at, '
+        '       CASE WHEN s.summary <> 0 AND s.through > s.base '
+        '            THEN s.through - s.base ELSE 0 END, '
+        '       %s::double precision '
+        'FROM @schema@.sessions s WHERE %s ORDER BY %s LIMIT $5',
+        v_key, v_where,
+        CASE WHEN p_order = 'id' THEN 's.name ' || v_way
+             ELSE format('%s %s, s.name %s', v_key, v_way, v_way) END)
+    USING p_after_key, p_after, p_match, p_now, p_limit;
+END;
+$$;
+
 -- Nodes no pointer reaches. A pointer (head, base) reaches the chain from head
 -- while depth > base. A parent's id is always below its child's, so one pass in
--- descending id order hands each reached node's lowest floor to its parent.
+-- descending id order hands each reached node's lowest floor to its parent. A
+-- reached node above its floor needs its parent one level below it: a parent that
+-- is missing, not below it in id order, or at another depth is a broken chain,
+-- raised as MV010 (DETAIL: the depth, then the session's name in hex) before
+-- anything is deleted, as the engine does: what lies below the break may be wanted.
 CREATE OR REPLACE FUNCTION @schema@._garbage(p_row @schema@.sessions) RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
     v_floor bigint[] := array_fill(NULL::bigint, ARRAY[greatest(p_row.next_node, 1)::integer]);
+    v_want bigint[] := v_floor;
     v_dead bigint[] := '{}';
     v_kept bigint[];
+    v_broken bigint;
     v_ptr record;
     v_node record;
 BEGIN
@@ -612,9 +676,22 @@ BEGIN
         SELECT n.node, n.parent, n.depth FROM @schema@.nodes n
         WHERE n.sid = p_row.sid ORDER BY n.node DESC
     LOOP
+        IF v_want[v_node.node] <> v_node.depth THEN
+            v_broken := v_want[v_node.node];
+            EXIT;
+        END IF;
+        v_want[v_node.node] := NULL;
         IF v_node.node = ANY (v_kept) THEN
             CONTINUE;
         ELSIF v_floor[v_node.node] < v_node.depth THEN
+            IF v_floor[v_node.node] < v_node.depth - 1 THEN
+                IF v_node.parent NOT BETWEEN 1 AND v_node.node - 1
+                        OR v_want[v_node.parent] <> v_node.depth - 1 THEN
+                    v_broken := v_node.depth - 1;
+                    EXIT;
+                END IF;
+                v_want[v_node.parent] := v_node.depth - 1;
+            END IF;
             IF v_node.parent > 0 THEN
                 v_floor[v_node.parent] := least(v_floor[v_node.parent], v_floor[v_node.node]);
             END IF;
@@ -622,21 +699,43 @@ BEGIN
             v_dead := array_append(v_dead, v_node.node);
         END IF;
     END LOOP;
+    v_broken := coalesce(v_broken, (SELECT max(w) FROM unnest(v_want) w));
+    IF v_broken IS NOT NULL THEN
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010',
+            DETAIL = v_broken || ' ' || encode(p_row.name, 'hex');
+    END IF;
     RETURN v_dead;
 END $$;
 
-CREATE OR REPLACE FUNCTION @schema@.compact(p_keep_events bigint, p_now double precision)
-RETURNS TABLE (nodes bigint, events bigint, sessions bigint)
+-- compact_step(after, until, limit, budget, keep_events, now): one bounded step of
+-- compact, its own transaction. It takes the sessions with after < sid <= until in
+-- sid order, locking each row in turn, and stops after `limit` of them or once they
+-- held `budget` nodes (next_node - 1 counts each one's nodes, stored or not). Each
+-- session is done whole within the step: an expired one purged, events beyond the
+-- newest `keep_events` dropped, unreachable nodes deleted. Returns what it removed,
+-- how many sessions it took and the last sid (NULL: none was left).
+DROP FUNCTION IF EXISTS @schema@.compact(bigint, double precision);
+CREATE OR REPLACE FUNCTION @schema@.compact_step(
+    p_after bigint, p_until bigint, p_limit bigint, p_budget bigint, p_keep_events bigint,
+    p_now double precision
+) RETURNS TABLE (nodes bigint, events bigint, sessions bigint, done bigint, last_sid bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_dead bigint[];
     v_count bigint;
+    v_budget bigint := p_budget;
 BEGIN
     nodes := 0;
     events := 0;
     sessions := 0;
-    FOR v_row IN SELECT * FROM @schema@.sessions s ORDER BY s.sid FOR UPDATE LOOP
+    done := 0;
+    FOR v_row IN SELECT * FROM @schema@.sessions s WHERE s.sid > p_after AND s.sid <= p_until
+                 ORDER BY s.sid LIMIT p_limit FOR UPDATE LOOP
+        EXIT WHEN done > 0 AND v_budget <= 0;
+        done := done + 1;
+        last_sid := v_row.sid;
+        v_budget := v_budget - (v_row.next_node - 1);
         IF v_row.expires_at IS NOT NULL AND v_row.expires_at <= p_now THEN
             nodes := nodes + @schema@._purge(v_row.sid);
             DELETE FROM @schema@.sessions s WHERE s.sid = v_row.sid;
@@ -658,6 +757,14 @@ BEGIN
     END LOOP;
     RETURN NEXT;
 END $$;
+
+-- compact_plan(): what compact_step will walk: the sessions stored now (count) and
+-- the highest sid (sessions created later are new: nothing of theirs to compact).
+CREATE OR REPLACE FUNCTION @schema@.compact_plan()
+RETURNS TABLE (total bigint, until bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT count(*), coalesce(max(s.sid), 0) FROM @schema@.sessions s
+$$;
 
 -- chain(session, head, base, last, now): the messages of the chain ending at node
 -- `head` with depth above `base` (the newest `last`; NULL: all), oldest first, like
@@ -689,4 +796,37 @@ BEGIN
                              greatest(0, least(coalesce(p_last, v_depth - p_base),
                                                v_depth - p_base))) c
         ORDER BY c.depth;
+END $$;
+
+-- Search vectors (007_vectors.sql). put_vectors keeps a stored key's vector: the
+-- same text under the same embedder has the same vector. PL/pgSQL, whose bodies are
+-- not checked against the tables when created: a schema migrated up to an older
+-- version (before 7) still takes this file.
+CREATE OR REPLACE FUNCTION @schema@.vector_space() RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT v.space FROM @schema@.vector_space v LIMIT 1);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.set_vector_space(p_space text, p_reset boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_reset THEN
+        DELETE FROM @schema@.vectors;
+    END IF;
+    DELETE FROM @schema@.vector_space;
+    INSERT INTO @schema@.vector_space (space) VALUES (p_space);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.get_vectors(p_keys text[])
+RETURNS TABLE (key text, vec bytea) LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT v.key, v.vec FROM @schema@.vectors v WHERE v.key = ANY (p_keys);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.put_vectors(p_keys text[], p_vecs bytea[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO @schema@.vectors AS v (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
+    ON CONFLICT (key) DO NOTHING;
 END $$;

@@ -26,18 +26,16 @@ if op == 'compact' then
     drop_all()
     return {nodes, 0, 1}
   end
+  -- the events to drop are trimmed only once the walk below found nothing broken
   local dropped = 0
-  if keep ~= '' then
-    dropped = math.max(0, redis.call('LLEN', LOG) - tonumber(keep))
-    if dropped > 0 then redis.call('LTRIM', LOG, dropped, -1) end
-  end
+  if keep ~= '' then dropped = math.max(0, redis.call('LLEN', LOG) - tonumber(keep)) end
   local pointers, summaries = {{row.head, row.base}}, {row.summary}
   for _, v in ipairs(redis.call('HVALS', SNAPS)) do
     local s = cjson.decode(v)
     pointers[#pointers + 1] = {s[2], s[3]}
     summaries[#summaries + 1] = s[8] or 0
   end
-  for _, v in ipairs(redis.call('LRANGE', LOG, 0, -1)) do
+  for _, v in ipairs(redis.call('LRANGE', LOG, dropped, -1)) do
     local e = cjson.decode(v)
     pointers[#pointers + 1] = {e[5], e[6]}
     pointers[#pointers + 1] = {e[7], e[8]}
@@ -48,14 +46,20 @@ if op == 'compact' then
     links[tonumber(flat[i])] = {parent, depth, id}
   end
   -- lowest base each node was reached with: a walk stops where an earlier one
-  -- already covered everything below
+  -- already covered everything below. A walk that finds no node one level below
+  -- the last refuses the whole session, as engine._reachable does: what lies
+  -- below the break may still be wanted.
   local reached = {}
   for _, p in ipairs(pointers) do
     local node, base = p[1], p[2]
-    while links[node] and links[node][2] > base
-        and not (reached[node] and reached[node] <= base) do
+    local depth = links[node] and links[node][2] or base
+    while depth > base do
+      if not links[node] or links[node][2] ~= depth then
+        return {'corrupt', depth, 'chain'}
+      end
+      if reached[node] and reached[node] <= base then break end
       reached[node] = base
-      node = links[node][1]
+      node, depth = links[node][1], depth - 1
     end
   end
   -- summaries pointed at, and the earlier ones behind each (engine._summaries)
@@ -66,6 +70,7 @@ if op == 'compact' then
       node = links[node][1]
     end
   end
+  if dropped > 0 then redis.call('LTRIM', LOG, dropped, -1) end
   local dead = 0
   for node, l in pairs(links) do
     if not reached[node] and not kept[node] then

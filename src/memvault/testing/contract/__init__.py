@@ -3,8 +3,10 @@ and give it a ``store_url`` fixture naming an empty store (or a ``backend_factor
 
 Each part can also be used alone: ``BasicsContract`` (ordering, reads, pop/trim/clear,
 fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsContract``
-(snapshots and rollback), ``SummariesContract`` (summarize, the two views), ``SearchContract``,
-``VersionsContract`` (``history(at_version=N)``),
+(snapshots and rollback), ``SummariesContract`` (summarize, the two views),
+``SearchContract``, ``VectorsContract`` (semantic and hybrid search, with the
+test embedder :class:`ConceptEmbedder`), ``VersionsContract``
+(``history(at_version=N)``), ``PagingContract`` (``sessions_page``),
 ``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
 ``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
 ``TtlContract``, ``FaultsContract`` (errors and retries) and ``ModelContract``
@@ -20,12 +22,14 @@ from memvault.testing.contract.corruption import CHAIN_DAMAGE, CorruptionContrac
 from memvault.testing.contract.durability import DurabilityContract
 from memvault.testing.contract.faults import FaultsContract
 from memvault.testing.contract.inputs import InputsContract
+from memvault.testing.contract.paging import PagingContract
 from memvault.testing.contract.reference import ModelContract
 from memvault.testing.contract.search import SearchContract
 from memvault.testing.contract.serialization import SerializationContract
 from memvault.testing.contract.snapshots import SnapshotsContract
 from memvault.testing.contract.summaries import SummariesContract
 from memvault.testing.contract.ttl import TtlContract
+from memvault.testing.contract.vectors import ConceptEmbedder, VectorsContract
 from memvault.testing.contract.versions import VersionsContract
 from memvault.testing.contract.writes import WritesContract
 
@@ -36,7 +40,9 @@ class StoreContract(
     SnapshotsContract,
     SummariesContract,
     SearchContract,
+    VectorsContract,
     VersionsContract,
+    PagingContract,
     SerializationContract,
     CorruptionContract,
     InputsContract,
@@ -62,6 +68,7 @@ __all__ = [
     "CHAIN_DAMAGE",
     "AsyncStoreContract",
     "BasicsContract",
+    "ConceptEmbedder",
     "ConcurrencyContract",
     "ContractBase",
     "CorruptionContract",
@@ -69,12 +76,14 @@ __all__ = [
     "FaultsContract",
     "InputsContract",
     "ModelContract",
+    "PagingContract",
     "SearchContract",
     "SerializationContract",
     "SnapshotsContract",
     "StoreContract",
     "SummariesContract",
     "TtlContract",
+    "VectorsContract",
     "VersionsContract",
     "WritesContract",
 ]

@@ -13,7 +13,7 @@ from memvault.testing.workers import turn
 
 __all__ = ["ContractBase", "texts", "turn", "users"]
 
-ALL_CAPABILITIES = frozenset({"persistent", "multiprocess", "ttl", "corrupt"})
+ALL_CAPABILITIES = frozenset({"persistent", "multiprocess", "ttl", "corrupt", "vectors"})
 
 
 class ContractBase:
@@ -32,7 +32,8 @@ class ContractBase:
             is skipped with that reason, never passed silently:
             ``persistent`` (data survives close and reopen), ``multiprocess``
             (several processes share one store), ``ttl`` (sliding expiry),
-            ``corrupt`` (the test class overrides :meth:`corrupt`).
+            ``corrupt`` (the test class overrides :meth:`corrupt`), ``vectors`` (it
+            stores search vectors: ``memvault.open(url, embedder=...)`` works).
     """
 
     face: ClassVar[str] = "sync"

@@ -73,6 +73,26 @@ class CorruptionContract(ContractBase):
                 break
         assert loud, "the damage went unnoticed by every read"
 
+    @pytest.mark.parametrize("kind", CHAIN_DAMAGE)
+    def test_compact_refuses_a_broken_chain(self, store: Any, kind: str) -> None:
+        """compact over a session whose chain is broken raises CorruptRecordError
+        naming it and deletes none of its messages: what lies below the break may
+        still be wanted. A repeated compact refuses again. Failing: PostgreSQL and
+        Redis treated the nodes below the break as garbage and deleted them.
+        """
+        self.require("corrupt")
+        sent = users(5)
+        s = store.session("victim")
+        s.append(sent)
+        s.pop()  # some real garbage beside the damage
+        self.damage(store, "victim", 2, kind)
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError) as err:
+                store.compact()
+            assert err.value.session_id == "victim"
+        assert s.history(last=2) == sent[2:4]
+        assert s.info().length == 4
+
     def test_missing_head_leaves_pop_undone(self, store: Any) -> None:
         """pop of a head whose node is gone raises CorruptRecordError and changes
         nothing. Failing: pop committed (version bumped) before failing, or raised a

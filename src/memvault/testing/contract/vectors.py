@@ -1,0 +1,147 @@
+"""Semantic and hybrid search with an embedder (``memvault.open(url, embedder=...)``),
+driven by :class:`ConceptEmbedder`, a tiny deterministic embedder: words of one
+concept (cat, kitten, feline) share a dimension, so a query finds a message that
+shares no word with it only through its vector."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import pytest
+
+from memvault.errors import ConfigurationError, InvalidArgumentError
+from memvault.messages import Message
+from memvault.testing.contract.base import ContractBase
+
+CONCEPTS = ({"cat", "cats", "kitten", "feline"}, {"dog", "puppy", "canine"},
+            {"car", "automobile", "vehicle"}, {"money", "invoice", "payment", "bill"})
+
+
+class ConceptEmbedder:
+    """``dims`` dimensions: one per concept of :data:`CONCEPTS`, then the other words
+    hashed (stably) into the rest. ``fail_on``: a word whose presence makes ``embed``
+    raise (a failing embedding service)."""
+
+    def __init__(self, dims: int = 16, name: str = "concepts", fail_on: str | None = None
+                 ) -> None:
+        self.dims, self.name, self.fail_on = dims, name, fail_on
+        self.calls = 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        return [self._one(t) for t in texts]
+
+    def _one(self, text: str) -> list[float]:
+        vector = [0.0] * self.dims
+        for word in re.findall(r"[a-z]+", text.lower()):
+            if word == self.fail_on:
+                raise RuntimeError(f"embedding service failed on {word!r}")
+            dim = next((i for i, c in enumerate(CONCEPTS) if word in c), None)
+            if dim is None:
+                dim = len(CONCEPTS) + sum(map(ord, word)) % (self.dims - len(CONCEPTS))
+            vector[dim] += 1.0
+        return vector
+
+
+def contents(hits: list[Any]) -> list[Any]:
+    return [h.message.content for h in hits]
+
+
+class VectorsContract(ContractBase):
+    @pytest.fixture
+    def semantic(self, opener: Any) -> Any:
+        self.require("vectors")
+        store = opener(embedder=ConceptEmbedder())
+        yield store
+        store.close()
+
+    def test_semantic_search_finds_meaning_in_the_full_view(self, semantic: Any) -> None:
+        """A query finds messages and summaries by meaning (no shared word), never a
+        hidden one. Failing: vectors not stored or read, the context view searched,
+        or popped messages found."""
+        s = semantic.session("s")
+        msgs = [Message.user("the cat sat on the mat"), Message.user("we drove the automobile"),
+                Message.user("a dog barked twice"), Message.user("stock prices fell")]
+        s.append(msgs)
+        s.summarize(Message.system("summary: an invoice was paid"), through=msgs[1].id)
+        s.append([Message.user("a hidden kitten")])
+        s.pop()
+        assert contents(s.search("kitten"))[:1] == ["the cat sat on the mat"]
+        assert contents(s.search("car"))[:1] == ["we drove the automobile"]
+        assert contents(s.search("payment", k=1)) == ["summary: an invoice was paid"]
+        assert "a hidden kitten" not in contents(s.search("kitten", k=10))
+        hit = s.search("puppy", k=1)[0]
+        assert (hit.session_id, hit.position, hit.message.content) == ("s", 4, "a dog barked twice")
+
+    def test_hybrid_ranks_words_and_meaning_together(self, semantic: Any) -> None:
+        """A message matching the query's words and meaning outranks one matching
+        only its meaning; store.search fuses every session. Failing: one list ignored."""
+        semantic.session("a").append([Message.user("my kitten sleeps"),
+                                      Message.user("feline friends")])
+        semantic.session("b").append([Message.user("the cat purrs")])
+        hits = semantic.search("cat")
+        assert contents(hits)[0] == "the cat purrs"
+        assert set(contents(hits)) == {"the cat purrs", "my kitten sleeps", "feline friends"}
+        assert all(a.score >= b.score > 0 for a, b in itertools.pairwise(hits))
+        assert contents(semantic.search("kitten", sessions=["b"])) == ["the cat purrs"]
+
+    def test_failed_embedding_writes_nothing(self, opener: Any) -> None:
+        """An embedder that raises, or returns the wrong shape, fails the write before
+        anything is stored. Failing: the message is stored without its vector."""
+        self.require("vectors")
+        store = opener(embedder=ConceptEmbedder(fail_on="boom"))
+        try:
+            s = store.session("s")
+            s.append([Message.user("first")])
+            with pytest.raises(RuntimeError, match="boom"):
+                s.append([Message.user("fine"), Message.user("boom goes the service")])
+            with pytest.raises(RuntimeError, match="boom"):
+                s.summarize(Message.system("boom"), through=s.history()[0].id)
+            assert [m.content for m in s.history(full=True)] == ["first"]
+            assert s.info().version == 1
+        finally:
+            store.close()
+        bad = opener(embedder=_WrongShape())
+        try:
+            with pytest.raises(InvalidArgumentError, match="shape"):
+                bad.session("t").append([Message.user("x")])
+            assert bad.session("t").info() is None
+        finally:
+            bad.close()
+
+    def test_messages_written_without_the_embedder_are_found(self, opener: Any,
+                                                            semantic: Any) -> None:
+        """Messages appended by a handle with no embedder are still ranked by meaning
+        (embedded at query time). Failing: they are silently left out."""
+        self.require("persistent")
+        plain = opener()
+        try:
+            plain.session("s").append([Message.user("a feline on the roof")])
+        finally:
+            plain.close()
+        assert contents(semantic.session("s").search("cat")) == ["a feline on the roof"]
+
+    def test_another_embedder_is_refused(self, semantic: Any, opener: Any) -> None:
+        """Opening a store whose vectors another embedder made is a clear error naming
+        `memvault reindex`. Failing: its vectors would rank garbage."""
+        self.require("persistent")
+        semantic.session("s").append([Message.user("cat")])
+        for other in (ConceptEmbedder(name="other"), ConceptEmbedder(dims=8)):
+            with pytest.raises(ConfigurationError, match="reindex"):
+                store = opener(embedder=other)
+                try:
+                    store.session("s").search("cat")  # an async handle checks on first use
+                finally:
+                    store.close()
+
+
+class _WrongShape(ConceptEmbedder):
+    """The same space as :class:`ConceptEmbedder`, but vectors of 2 floats."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 2.0] for _ in texts]
+
+
+__all__ = ["CONCEPTS", "ConceptEmbedder", "VectorsContract"]

@@ -1,0 +1,198 @@
+"""Semantic and hybrid search, without I/O: shared by the sync and async facades.
+
+A store opened with an embedder (``memvault.open(url, embedder=...)``) keeps one
+vector per distinct searchable text (:func:`memvault.search.text_of`), keyed by a
+hash of that text: a vector is a function of its text alone, so snapshots, rollback,
+fork, pop and trim need no reindexing, and visibility is decided at query time from
+the full view, as for lexical search. The backend stores the keys and vectors
+(``VectorStore``) and the name of the embedder that made them (its *space*); a
+store whose vectors were made by another embedder is refused with the way out.
+
+A search embeds the query (and any visible message that has no stored vector, such
+as one written by a client without the embedder, without storing it), ranks the
+full view by cosine similarity, brute force (numpy), and fuses that list with the
+lexical one by reciprocal rank fusion (:func:`fuse`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from memvault.embedders import Embedder
+from memvault.errors import ConfigurationError, InvalidArgumentError
+from memvault.messages import Message, Record, decode_message
+from memvault.search import Hit, text_of
+
+RRF_C = 60
+"""Reciprocal rank fusion's constant: a hit at rank r (from 1) scores 1 / (60 + r)."""
+DEPTH = 50
+"""Each ranked list fused holds at least this many hits (``3 * k`` if more)."""
+CACHE = 100_000
+"""Vectors a store handle keeps in memory (about 1 KB each at 256 dimensions)."""
+
+
+class VectorStore(Protocol):
+    """What a backend stores for semantic search (sync; the async twin awaits each)."""
+
+    def vector_space(self) -> str | None: ...
+    def set_vector_space(self, space: str, reset: bool) -> None: ...
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]: ...
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None: ...
+
+
+def text_key(text: str) -> str:
+    """The key of a searchable text's vector."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _numpy() -> Any:
+    try:
+        import numpy
+    except ImportError as exc:
+        raise ConfigurationError("semantic search needs numpy: "
+                                 "pip install 'memvault[recall]'") from exc
+    return numpy
+
+
+def fuse(lists: Sequence[Sequence[Hit]], k: int, c: int = RRF_C) -> list[Hit]:
+    """Reciprocal rank fusion: each hit scores the sum over ``lists`` of
+    ``1 / (c + rank)`` (rank from 1) where it appears, identified by session and
+    position; the ``k`` best, best first, ties in order of first appearance."""
+    scores: dict[tuple[str, int], float] = {}
+    first: dict[tuple[str, int], Hit] = {}
+    for hits in lists:
+        for rank, hit in enumerate(hits, 1):
+            key = (hit.session_id, hit.position)
+            first.setdefault(key, hit)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (c + rank)
+    order = sorted(first, key=lambda key: -scores[key])
+    return [replace(first[key], score=scores[key]) for key in order[:k]]
+
+
+@dataclass
+class Index:
+    """A store handle's semantic side: its embedder, the space it names, and the
+    vectors read so far (immutable by construction, so never stale)."""
+
+    embedder: Embedder
+    checked: bool = False
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def space(self) -> str:
+        return f"{self.embedder.name}|{self.embedder.dims}"
+
+    def check_space(self, stored: str | None) -> bool:
+        """Whether the store must be told our space (it has none); raises if it
+        holds another embedder's vectors."""
+        if stored is not None and stored != self.space:
+            raise ConfigurationError(
+                f"this store's vectors were made by embedder {stored!r}, not {self.space!r}: "
+                "open it with that embedder, or replace them with "
+                "`memvault reindex --url URL --embedder NEW --replace`")
+        self.checked = True
+        return stored is None
+
+    def vectors(self, texts: list[str], raw: Any) -> Any:
+        """The embedder's answer for ``texts`` as unit float32 rows; raises
+        InvalidArgumentError (before any write) if it is not ``len(texts)`` vectors
+        of ``dims`` finite floats."""
+        np = _numpy()
+        try:
+            matrix = np.asarray(raw, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"embedder {self.embedder.name!r} returned "
+                                       f"something that is not vectors: {exc}") from exc
+        want = (len(texts), self.embedder.dims)
+        if matrix.shape != want or not np.isfinite(matrix).all():
+            raise InvalidArgumentError(
+                f"embedder {self.embedder.name!r} returned an array of shape {matrix.shape} "
+                f"for {len(texts)} texts, not {want} finite floats")
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1, norms)
+
+    # Writes: embed each record's text, then attach (key, vector) to it.
+    @staticmethod
+    def texts_of(session_id: str, records: Sequence[Record]) -> list[str]:
+        return [text_of(decode_message(session_id, 0, r.body)) for r in records]
+
+    def entries(self, texts: list[str], raw: Any) -> list[tuple[str, bytes]]:
+        """What is stored for ``texts``, given the embedder's answer ``raw``: each
+        text's key and unit vector as little-endian float32 bytes."""
+        matrix = self.vectors(texts, raw)
+        return [(text_key(t), row.astype("<f4").tobytes())
+                for t, row in zip(texts, matrix, strict=True)]
+
+    def attach(self, records: Sequence[Record], texts: list[str], raw: Any) -> list[Record]:
+        return [replace(r, vector=entry)
+                for r, entry in zip(records, self.entries(texts, raw), strict=True)]
+
+    # Searches: the docs of the full views, the keys to read, then the texts to embed.
+    def docs(self, histories: Iterable[tuple[str, list[Message]]]) -> list[Doc]:
+        return [Doc(sid, pos, m, text, text_key(text)) for sid, history in histories
+                for pos, m in enumerate(history, 1) for text in [text_of(m)]]
+
+    def unknown(self, docs: Sequence[Doc]) -> list[str]:
+        return list({d.key for d in docs if d.key not in self.cache})
+
+    def remember(self, found: dict[str, bytes]) -> None:
+        np = _numpy()
+        if len(self.cache) + len(found) > CACHE:
+            self.cache.clear()
+        for key, blob in found.items():
+            self.cache[key] = np.frombuffer(blob, dtype="<f4")
+
+    def to_embed(self, query: str, docs: Sequence[Doc]) -> list[str]:
+        """The query, then the texts of the docs with no vector stored."""
+        return [query, *{d.text: None for d in docs if d.key not in self.cache}]
+
+    def rank(self, texts: list[str], raw: Any, docs: Sequence[Doc], lexical: list[Hit],
+             k: int) -> list[Hit]:
+        """The ``k`` best hits: the semantic list (cosine to the query, positive
+        only) fused with the lexical one."""
+        np = _numpy()
+        matrix = self.vectors(texts, raw)
+        fresh = {text_key(t): row for t, row in zip(texts[1:], matrix[1:], strict=True)}
+        best_of = depth(k)
+        if docs:
+            table = np.stack([self.cache.get(d.key, fresh.get(d.key)) for d in docs])
+            scores = table @ matrix[0]
+            best = np.argsort(-scores, kind="stable")[:best_of]
+            semantic = [Hit(docs[i].session_id, docs[i].message, docs[i].position,
+                            float(scores[i])) for i in best if scores[i] > 0]
+        else:
+            semantic = []
+        return fuse([lexical[:best_of], semantic], k)
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One message of a full view searched, with its searchable text."""
+
+    session_id: str
+    position: int
+    message: Message
+    text: str
+    key: str
+
+
+def depth(k: int) -> int:
+    """How many hits of each ranked list are fused to find the best ``k``."""
+    return max(DEPTH, 3 * k)
+
+
+def vector_store(backend: Any) -> Any:
+    """``backend`` if it stores vectors (:class:`VectorStore`, sync or async), else
+    ConfigurationError."""
+    if all(hasattr(backend, name) for name in
+           ("vector_space", "set_vector_space", "get_vectors", "put_vectors")):
+        return backend
+    raise ConfigurationError(f"{type(backend).__name__} stores no vectors: semantic search "
+                             "(embedder=) is not supported on this backend")
+
+
+__all__ = ["CACHE", "DEPTH", "RRF_C", "Doc", "Index", "VectorStore", "depth", "fuse",
+           "text_key", "vector_store"]

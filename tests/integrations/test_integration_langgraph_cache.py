@@ -1,0 +1,198 @@
+"""MemvaultSaver keeps decoded values in memory: it must never show a stale or mutated one.
+
+A saver decodes a channel's value once per stored node and hands out copies. These
+tests do what breaks a naive cache: mutate what ``get_tuple`` returned, in every
+nested field, and read again; remove a thread's checkpoints behind the saver's back
+(another saver's ``delete_thread``, a memvault rollback, TTL expiry, a copied
+thread) and put the same checkpoint ids again with other values; read with the
+wrong key of an ``EncryptedSerializer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+
+import memvault
+from memvault.integrations.langgraph import MemvaultSaver
+
+
+def message(text: str) -> BaseMessage:
+    if not text.startswith("ai"):
+        return HumanMessage(text, id=text)
+    return AIMessage(text, id=text, additional_kwargs={"k": [text]},
+                     response_metadata={"model": "m", "usage": {"in": 1}},
+                     tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": text}])
+
+
+def put(saver: Any, thread: str, cid: str, texts: list[str], parent: str | None = None,
+        messages: list[BaseMessage] | None = None) -> None:
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = cid
+    checkpoint["channel_values"] = {"messages": messages or [message(t) for t in texts],
+                                    "n": len(texts)}
+    checkpoint["channel_versions"] = {"messages": cid, "n": cid}
+    where = {"thread_id": thread, "checkpoint_ns": ""}
+    if parent is not None:
+        where["checkpoint_id"] = parent
+    saver.put({"configurable": where}, checkpoint, {"source": "loop", "step": int(cid)}, {})
+
+
+def read(saver: Any, thread: str, cid: str | None = None) -> list[BaseMessage] | None:
+    where = {"thread_id": thread, "checkpoint_ns": ""}
+    if cid is not None:
+        where["checkpoint_id"] = cid
+    got = saver.get_tuple({"configurable": where})
+    return None if got is None else list(got.checkpoint["channel_values"]["messages"])
+
+
+def texts(messages: list[BaseMessage] | None) -> list[str] | None:
+    return None if messages is None else [str(m.content) for m in messages]
+
+
+def test_mutating_what_get_tuple_returned_changes_nothing_stored(any_store_url: str) -> None:
+    with memvault.open(any_store_url) as store:
+        saver = MemvaultSaver(store)
+        put(saver, "t", "1", ["h1", "ai1"])
+        put(saver, "t", "2", ["h1", "ai1", "h2", "ai2"], parent="1")
+        expected = read(MemvaultSaver(store), "t", "2")
+        got = read(saver, "t", "2")
+        assert got == expected and expected is not None
+        # Everything a graph could do in place to what it was given.
+        got.append(message("h-extra"))
+        got[0].content = "edited"
+        ai = got[1]
+        assert isinstance(ai, AIMessage)
+        ai.additional_kwargs["k"].append("x")
+        ai.additional_kwargs["new"] = 1
+        ai.response_metadata["usage"]["in"] = 99
+        ai.tool_calls[0]["args"]["city"] = "Rome"
+        ai.tool_calls.append({"name": "other", "args": {}, "id": "x", "type": "tool_call"})
+        assert read(saver, "t", "2") == expected
+        assert read(saver, "t", "1") == expected[:2]
+        # The mutated list put as a child is stored as the graph gave it, not as the
+        # unmutated parent plus a suffix.
+        mutated = [m.model_copy(deep=True) for m in got]
+        put(saver, "t", "3", [], parent="2", messages=got)
+        assert read(saver, "t", "3") == mutated
+        assert read(MemvaultSaver(store), "t", "3") == mutated  # nothing remembered
+
+
+def test_delta_channel_seeds_are_copies_too(any_store_url: str) -> None:
+    with memvault.open(any_store_url) as store:
+        saver = MemvaultSaver(store)
+        put(saver, "t", "1", ["h1", "ai1"])
+        put(saver, "t", "2", ["h1", "ai1", "h2"], parent="1")
+        cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "2"}}
+        seed = saver.get_delta_channel_history(config=cfg, channels=["messages"])
+        seed["messages"]["seed"].append(message("h-extra"))
+        seed["messages"]["seed"][1].tool_calls[0]["args"]["city"] = "Rome"
+        assert texts(read(saver, "t", "1")) == ["h1", "ai1"]
+        assert read(saver, "t", "1") == read(MemvaultSaver(store), "t", "1")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+def removals(store: Any, clock: Clock) -> dict[str, Callable[[], None]]:
+    """Ways to remove thread t's checkpoints behind the back of the saver that read them."""
+    thread = store.session("langgraph:t")
+    return {
+        "delete_thread by another saver": lambda: MemvaultSaver(store).delete_thread("t"),
+        "memvault rollback": lambda: thread.rollback("start"),
+        "TTL expiry": lambda: setattr(clock, "now", clock.now + 7200),
+    }
+
+
+@pytest.mark.parametrize("how", ["delete_thread by another saver", "memvault rollback",
+                                 "TTL expiry"])
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_checkpoints_put_again_after_a_removal_read_their_new_values(
+        how: str, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(memvault.store, "time", clock)
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path}/c.db"
+    with memvault.open(url, ttl=3600) as store:
+        mine, other = MemvaultSaver(store), MemvaultSaver(store)
+        put(mine, "t", "0", ["h0"])
+        store.session("langgraph:t").snapshot("start")
+        put(mine, "t", "1", ["h0", "h1"], parent="0")
+        put(mine, "t", "2", ["h0", "h1", "ai1"], parent="1")
+        assert texts(read(mine, "t", "2")) == ["h0", "h1", "ai1"]
+        removals(store, clock)[how]()
+        clock.now += 1  # a thread made again is made later
+        # The same checkpoint ids, other values, put by another saver.
+        put(other, "t", "0", ["x0"])
+        put(other, "t", "1", ["x0", "x1"], parent="0")
+        put(other, "t", "2", ["x0", "x1", "ai-x"], parent="1")
+        assert texts(read(mine, "t", "2")) == ["x0", "x1", "ai-x"]
+        assert texts(read(mine, "t")) == ["x0", "x1", "ai-x"]
+        # A child of a checkpoint this saver put, then saw replaced, without reading it.
+        put(other, "t", "3", ["x0", "x1", "ai-x", "x3"], parent="2")
+        put(mine, "t", "4", ["x0", "x1", "ai-x", "x4"], parent="2")
+        assert texts(read(MemvaultSaver(store), "t", "4")) == ["x0", "x1", "ai-x", "x4"]
+        assert texts(read(mine, "t", "4")) == ["x0", "x1", "ai-x", "x4"]
+
+
+def test_a_copied_thread_changed_by_another_saver_reads_its_own_values(
+        any_store_url: str) -> None:
+    with memvault.open(any_store_url) as store:
+        mine, other = MemvaultSaver(store), MemvaultSaver(store)
+        put(mine, "a", "1", ["h1"])
+        put(mine, "a", "2", ["h1", "ai1"], parent="1")
+        assert texts(read(mine, "a", "2")) == ["h1", "ai1"]
+        mine.copy_thread("a", "b")
+        assert texts(read(mine, "b", "2")) == ["h1", "ai1"]
+        other.delete_thread("b")
+        put(other, "b", "1", ["y1"])
+        put(other, "b", "2", ["y1", "ai-y"], parent="1")
+        assert texts(read(mine, "b", "2")) == ["y1", "ai-y"]
+        assert texts(read(mine, "a", "2")) == ["h1", "ai1"]
+
+
+def test_a_saver_with_another_key_reads_nothing_another_saver_decoded(
+        any_store_url: str) -> None:
+    from cryptography.fernet import InvalidToken
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    from tests.integrations.test_integration_langgraph import FernetCipher
+
+    right, wrong = (EncryptedSerializer(FernetCipher()) for _ in range(2))
+    with memvault.open(any_store_url) as store:
+        mine = MemvaultSaver(store, serde=right)
+        put(mine, "t", "1", ["secret"])
+        put(mine, "t", "2", ["secret", "ai-secret"], parent="1")
+        assert texts(read(mine, "t", "2")) == ["secret", "ai-secret"]
+        with pytest.raises(InvalidToken):
+            read(MemvaultSaver(store, serde=wrong), "t", "2")
+        assert texts(read(MemvaultSaver(store, serde=right), "t", "2")) == [
+            "secret", "ai-secret"]
+
+
+def test_a_saver_that_just_wrote_still_sees_what_others_wrote_around_it(
+        any_store_url: str) -> None:
+    with memvault.open(any_store_url) as store:
+        mine, other = MemvaultSaver(store), MemvaultSaver(store)
+        put(mine, "t", "1", ["h1"])
+        assert texts(read(mine, "t")) == ["h1"]
+        put(other, "t", "2", ["h1", "other"], parent="1")  # between mine's read and write
+        put(mine, "t", "3", ["h1", "mine"], parent="1")
+        assert texts(read(mine, "t", "2")) == ["h1", "other"]
+        other.put_writes({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                           "checkpoint_id": "3"}}, [("ch", "w")], "task")
+        put(mine, "t", "4", ["h1", "mine", "again"], parent="3")
+        got = mine.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                               "checkpoint_id": "3"}})
+        assert got is not None and got.pending_writes == [("task", "ch", "w")]
+        assert [t.config["configurable"]["checkpoint_id"]
+                for t in mine.list({"configurable": {"thread_id": "t"}})] == ["4", "3", "2", "1"]

@@ -2,17 +2,20 @@
 PostgreSQL functions.
 
 Each mutant is one small change to one script (a comparison flipped, ``and`` for ``or``,
-a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted), made in
-memory: the Lua text memvault sends, or the SQL it applies to each new schema. One pytest
-session collects the backend's sync contract class, runs it once clean, then, for each
-mutant, checks that the script still compiles (one the server refuses to load is
-*stillborn* and not counted) and runs the tests that call an operation reaching the
-changed code, the ones that killed most mutants per second so far first, until one
-fails. A mutant is *killed* when a test fails, *timed out* when a test runs past three
-times its clean run (at least ``--test-seconds``; counted as killed, as mutmut does), and
-*survived* when every test passes. Redis mutants run on a private redis-server,
-restarted after a timeout, so a
-looping script blocks nothing else; PostgreSQL runs get a ``statement_timeout``.
+a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted). The
+backend's sync contract class runs once clean in this process, noting which operations
+each test calls and how long it takes. Then, for each mutant: memvault is made to send the
+mutated script (in memory: the Lua text, or the SQL applied to each new schema); a mutant
+the server refuses to load is *stillborn* and not counted; the tests that call an
+operation reaching the changed code run in a pytest process of their own (this module is
+its plugin and installs the mutant there), cheapest killers first, until one fails. A
+mutant is *killed* when a test fails, *timed out* when the run takes three times its
+tests' clean time plus 30 s (counted as killed, as mutmut does), and *survived* when
+every test passes. Redis mutants run on a private redis-server, restarted after a
+timeout, so a looping script blocks nothing else; PostgreSQL runs get a
+``statement_timeout``. (Running each mutant as another pytest session inside one process
+was tried and dropped: some tests fail in a second session of the same process, which
+killed every mutant, as the no-op control test showed.)
 
 The multi-process contract tests (and the lost-write checker's) are left out: their
 worker processes would load the scripts unmutated from disk.
@@ -29,7 +32,9 @@ on the PATH). The results are in docs/testing.md, "Mutation score".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import io
 import json
 import os
 import random
@@ -37,7 +42,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -47,7 +51,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _pytest.runner import runtestprotocol
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ROOT / "src" / "memvault" / "backends"
@@ -282,6 +285,7 @@ class Outcome:
     status: str  # killed, timeout, survived, stillborn
     seconds: float
     killer: str | None = None
+    why: str = ""  # the killing test's last line of failure
 
 
 class PrivateRedis:
@@ -323,41 +327,63 @@ class PrivateRedis:
 
 
 class Mutate:
-    """The pytest plugin: runs the collected tests once clean, then once per mutant."""
+    """Runs the contract tests once clean (noting what each calls and how long it takes),
+    then, for each mutant, a fresh pytest session over the tests that reach it."""
 
-    def __init__(self, target: Target, mutants: list[Mutant], test_seconds: float) -> None:
+    def __init__(self, target: Target, keyword: str | None, test_seconds: float) -> None:
         self.target = target
-        self.mutants = mutants
+        # The multi-process tests' workers would load the scripts unmutated from disk.
+        self.keyword = "not process and not lost_write"
+        if keyword:
+            self.keyword = f"({self.keyword}) and ({keyword})"
         self.test_seconds = test_seconds
         self.kills: Counter[str] = Counter()
-        self.outcomes: list[Outcome] = []
         self.reached = entries_reaching(target)
         self.calls: dict[str, set[tuple[str, str]]] = {}  # test -> what it called
-        self.clean_seconds: dict[str, float] = {}
+        self.clean_seconds: Counter[str] = Counter()
+        self.clean_failed: list[str] = []
+        self.current = ""
         self.redis = PrivateRedis() if target.name == "redis" else None
         if self.redis is not None:
             os.environ["MEMVAULT_TEST_REDIS_URL"] = self.redis.url
         # A runaway mutated function stops on the server too, not only in the client.
         os.environ["PGOPTIONS"] = f"-c statement_timeout={int(test_seconds * 1000)}"
-        os.environ["PGAPPNAME"] = f"memvault-mutants-{os.getpid()}"  # for _expire
+        from memvault.backends import postgres_migrations, redis_ops
+
+        self.clean_read, self.clean_write = redis_ops.READ, redis_ops.WRITE
+        self.clean_functions = postgres_migrations.functions
+        self.clean = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
+
+    def close(self) -> None:
+        self._install(self.clean)
+        if self.redis is not None:
+            self.redis.stop()
 
     # -- applying a mutant in memory -------------------------------------------------
 
     def _install(self, texts: dict[str, str]) -> None:
-        if self.target.name == "redis":
+        self.install(self.target, self.clean_read, self.clean_write, self.clean_functions,
+                     self.clean, texts)
+
+    @staticmethod
+    def install(target: Target, read: Any, write: Any, functions: Callable[[], str],
+                clean: dict[str, str], texts: dict[str, str]) -> None:
+        """Make memvault send ``texts`` (the scripts, one of them mutated, or all clean)."""
+        if target.name == "redis":
             from memvault.backends import redis_ops
 
             common = texts["redis_lua/common.lua"]
-            for name, file in (("READ", "redis_lua/read.lua"), ("WRITE", "redis_lua/write.lua")):
-                shebang = getattr(self, f"_clean_{name}").text.split("\n", 1)[0]
-                text = f"{shebang}\n{common}\n{texts[file]}"
-                setattr(redis_ops, name, redis_ops.Script(
+            for name, script, file in (("READ", read, "redis_lua/read.lua"),
+                                       ("WRITE", write, "redis_lua/write.lua")):
+                text = f"{script.text.split(chr(10), 1)[0]}\n{common}\n{texts[file]}"
+                setattr(redis_ops, name, script if text == script.text else redis_ops.Script(
                     text, hashlib.sha1(text.encode("utf-8")).hexdigest()))
         else:
             from memvault.backends import postgres_migrations
 
             body = texts["postgres_sql/functions.sql"]
-            postgres_migrations.functions = lambda: body  # type: ignore[assignment]
+            postgres_migrations.functions = (  # type: ignore[assignment]
+                functions if body == clean["postgres_sql/functions.sql"] else lambda: body)
 
     def _compiles(self) -> bool:
         try:
@@ -384,45 +410,20 @@ class Mutate:
             return False
         return True
 
-    # -- the loop --------------------------------------------------------------------
+    # -- pytest sessions ---------------------------------------------------------------
 
-    def _run(self, item: pytest.Item, limit: float | None = None) -> tuple[bool, bool]:
-        """(passed, timed out) for one run of ``item``, stopped after ``limit`` seconds
-        (default: three times its clean run, at least ``--test-seconds``)."""
-        if limit is None:
-            limit = max(self.test_seconds, 3 * self.clean_seconds.get(item.nodeid, 0.0))
-        # Past its time, the test's server side is killed (a looping Lua script: the
-        # private redis-server; a looping function: this run's PostgreSQL backends), so
-        # the test fails where it waits, with no exception raised into random code.
-        fired: list[bool] = []
-        watchdog = threading.Timer(limit, self._expire, (fired,))
-        watchdog.start()
-        try:
-            reports = runtestprotocol(item, nextitem=None, log=False)
-        finally:
-            watchdog.cancel()
-        if fired and self.redis is not None:
-            self.redis.restart()
-        return all(not r.failed for r in reports), bool(fired)
+    def _session(self, args: list[str], plugin: object) -> int:
+        """One pytest session, its terminal output swallowed."""
+        with contextlib.redirect_stdout(io.StringIO()):
+            return int(pytest.main([*args, "-p", "no:cacheprovider", "-q"], plugins=[plugin]))
 
-    def _expire(self, fired: list[bool]) -> None:
-        fired.append(True)
-        if self.redis is not None:
-            self.redis.stop()
-            return
-        import psycopg
-        from tests.support.postgres import SERVER
-
-        with psycopg.connect(SERVER, autocommit=True) as conn:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE application_name = %s", (os.environ["PGAPPNAME"],))
-
-    def _record(self, items: list[pytest.Item]) -> list[str]:
-        """Run ``items`` clean, noting what each calls; the ones that fail."""
+    def record(self) -> list[str]:
+        """Run the tests clean, noting what each calls; returns their node ids."""
         import psycopg
 
         from memvault.backends import redis_ops
 
+        mutate = self
         seen: set[tuple[str, str]] = set()
         read, eval_, execute = redis_ops.READ, redis_ops.Eval, psycopg.Connection.execute
 
@@ -438,80 +439,98 @@ class Mutate:
                 seen.update(("sql", n) for n in re.findall(r'"\.(\w+)\(', query))
             return execute(conn, query, *args, **kwargs)
 
+        class Recorder:
+            @pytest.hookimpl(wrapper=True)
+            def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
+                seen.clear()
+                try:
+                    return (yield)
+                finally:
+                    mutate.calls[item.nodeid] = set(seen)
+
+            def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+                mutate.clean_seconds[report.nodeid] += report.duration
+                if report.failed:
+                    mutate.clean_failed.append(report.nodeid)
+
         redis_ops.Eval = Recorded  # type: ignore[misc]
         psycopg.Connection.execute = recorded  # type: ignore[method-assign]
-        failing = []
         try:
-            for item in items:
-                seen.clear()
-                started = time.monotonic()
-                if not self._run(item, limit=600)[0]:
-                    failing.append(item.nodeid)
-                self.clean_seconds[item.nodeid] = time.monotonic() - started
-                self.calls[item.nodeid] = set(seen)
+            self._session([self.target.tests, "-k", self.keyword], Recorder())
         finally:
             redis_ops.Eval = eval_  # type: ignore[misc]
             psycopg.Connection.execute = execute  # type: ignore[method-assign]
-        return failing
+        return sorted(self.calls)
 
-    def _reaching(self, mutant: Mutant, items: list[pytest.Item]) -> list[pytest.Item]:
-        """The tests that call an operation reaching ``mutant``, best killers first."""
+    def _reaching(self, mutant: Mutant) -> list[str]:
+        """The tests that call an operation reaching ``mutant``: cheap killers first (kills
+        per second of clean run; untried tests, the shortest first)."""
         unit = next(u for u in self.reached
                     if u.file == mutant.file and u.start <= mutant.start < u.end)
         entries = self.reached[unit]
         wanted = {e for e in entries if e[1] != "*"}
         anything = {e[0] for e in entries if e[1] == "*"}
-        chosen = [i for i in items
-                  if any(c in wanted or c[0] in anything for c in self.calls[i.nodeid])]
-        # Cheap killers first: kills per second of clean run (untried tests: shortest first).
-        return sorted(chosen, key=lambda i: -(self.kills[i.nodeid] + 0.5)
-                      / max(self.clean_seconds.get(i.nodeid, 1.0), 0.05))
+        chosen = [t for t, calls in self.calls.items()
+                  if any(c in wanted or c[0] in anything for c in calls)]
+        return sorted(chosen, key=lambda t: -(self.kills[t] + 0.5)
+                      / max(self.clean_seconds.get(t, 1.0), 0.05))
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        from memvault.backends import postgres_migrations, redis_ops
-
-        self._clean_READ, self._clean_WRITE = redis_ops.READ, redis_ops.WRITE
-        clean_functions = postgres_migrations.functions
-        items = [i for i in session.items if not i.nodeid.endswith("::contract_guard")]
-        clean = {f: (BACKENDS / f).read_text("utf-8") for f in self.target.files}
+    def run(self, mutant: Mutant) -> Outcome:
+        """The mutant's tests in a pytest process of their own (this module as its plugin
+        installs the mutant in memory there): no state carries over from another run."""
         started = time.monotonic()
-        failing = self._record(items)
-        if failing:
-            raise pytest.UsageError(f"tests fail without any mutant: {failing}")
-        print(f"\n{self.target.name}: {len(self.mutants)} mutants, {len(items)} tests, "
-              f"clean run {time.monotonic() - started:.1f} s", flush=True)
-        try:
-            for n, mutant in enumerate(self.mutants, 1):
-                outcome = self._one(mutant, clean, items)
-                self.outcomes.append(outcome)
-                print(f"[{n}/{len(self.mutants)}] #{mutant.id} {outcome.status:9} "
-                      f"{mutant.file}:{mutant.line} {mutant.operator} "
-                      f"{mutant.original.strip()[:40]!r} -> {mutant.replacement.strip()[:40]!r} "
-                      f"({outcome.seconds:.1f} s{', ' + outcome.killer if outcome.killer else ''})",
-                      flush=True)
-        finally:
-            redis_ops.READ, redis_ops.WRITE = self._clean_READ, self._clean_WRITE
-            postgres_migrations.functions = clean_functions  # type: ignore[assignment]
-            if self.redis is not None:
-                self.redis.stop()
-        return True
-
-    def _one(self, mutant: Mutant, clean: dict[str, str], items: list[pytest.Item]) -> Outcome:
-        started = time.monotonic()
-        self._install({**clean, mutant.file: mutant.apply(clean[mutant.file])})
+        self._install({**self.clean, mutant.file: mutant.apply(self.clean[mutant.file])})
         try:
             if not self._compiles():
                 return Outcome(mutant, "stillborn", time.monotonic() - started)
-            for item in self._reaching(mutant, items):
-                passed, timed_out = self._run(item)
-                if not passed:
-                    self.kills[item.nodeid] += 1
-                    return Outcome(mutant, "timeout" if timed_out else "killed",
-                                   time.monotonic() - started, item.nodeid.split("::")[-1])
-            return Outcome(mutant, "survived", time.monotonic() - started)
         finally:
-            self._install(clean)
+            self._install(self.clean)
+        tests = self._reaching(mutant)
+        if not tests:
+            return Outcome(mutant, "survived", time.monotonic() - started)
+        limit = 30 + 3 * sum(self.clean_seconds.get(t, 0.0) for t in tests)
+        env = {**os.environ, MUTANT: json.dumps(asdict(mutant)),
+               "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent),
+                                              os.environ.get("PYTHONPATH", "")])}
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider",
+                   "-p", Path(__file__).stem, *tests]
+        try:
+            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                                  timeout=limit)
+        except subprocess.TimeoutExpired:
+            if self.redis is not None:
+                self.redis.restart()  # it may still be running a looping script
+            return Outcome(mutant, "timeout", time.monotonic() - started)
+        seconds = time.monotonic() - started
+        if done.returncode == 0:
+            return Outcome(mutant, "survived", seconds)
+        failed = [line.split()[1] for line in done.stdout.splitlines()
+                  if line.startswith(("FAILED ", "ERROR ")) and len(line.split()) > 1]
+        if not failed:
+            return Outcome(mutant, "killed", seconds, None, done.stdout.strip()[-300:])
+        killer = failed[0]
+        self.kills[killer] += 1
+        why = next((line for line in done.stdout.splitlines() if line.startswith("E ")), "")
+        return Outcome(mutant, "killed", seconds, killer.split("::")[-1], why[:300])
+
+
+# -- in the pytest process of one mutant ---------------------------------------------
+
+MUTANT = "MEMVAULT_MUTANT"  # the mutant (JSON) a run's pytest process installs
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """As the plugin of a mutant's pytest process: install the mutant in memory."""
+    spec = os.environ.get(MUTANT)
+    if not spec:
+        return
+    mutant = Mutant(**json.loads(spec))
+    target = next(t for t in TARGETS.values() if mutant.file in t.files)
+    from memvault.backends import postgres_migrations, redis_ops
+
+    clean = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
+    Mutate.install(target, redis_ops.READ, redis_ops.WRITE, postgres_migrations.functions,
+                   clean, {**clean, mutant.file: mutant.apply(clean[mutant.file])})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -542,21 +561,33 @@ def main(argv: list[str] | None = None) -> int:
                   f"{m.replacement.strip()!r}")
         return 0
     os.chdir(ROOT)
-    plugin = Mutate(target, mutants, args.test_seconds)
-    keyword = "not process and not lost_write"
-    if args.keyword:
-        keyword = f"({keyword}) and ({args.keyword})"
-    code = pytest.main([target.tests, "-q", "-p", "no:cacheprovider", "-k", keyword],
-                       plugins=[plugin])
-    if code not in (0, pytest.ExitCode.OK):
-        return int(code)
-    counts = Counter(o.status for o in plugin.outcomes)
+    mutate = Mutate(target, args.keyword, args.test_seconds)
+    outcomes: list[Outcome] = []
+    try:
+        started = time.monotonic()
+        tests = mutate.record()
+        if mutate.clean_failed or not tests:
+            print(f"the tests fail (or none ran) without any mutant: {mutate.clean_failed}")
+            return 2
+        print(f"{target.name}: {len(mutants)} mutants, {len(tests)} tests, "
+              f"clean run {time.monotonic() - started:.1f} s", flush=True)
+        for n, mutant in enumerate(mutants, 1):
+            outcome = mutate.run(mutant)
+            outcomes.append(outcome)
+            print(f"[{n}/{len(mutants)}] #{mutant.id} {outcome.status:9} "
+                  f"{mutant.file}:{mutant.line} {mutant.operator} "
+                  f"{mutant.original.strip()[:40]!r} -> {mutant.replacement.strip()[:40]!r} "
+                  f"({outcome.seconds:.1f} s{', ' + outcome.killer if outcome.killer else ''})",
+                  flush=True)
+    finally:
+        mutate.close()
+    counts = Counter(o.status for o in outcomes)
     killed = counts["killed"] + counts["timeout"]
     scored = killed + counts["survived"]
     score = killed / scored if scored else 0.0
     print(f"{target.name}: {dict(counts)}; score {score:.1%} ({killed} of {scored}; "
           f"stillborn not counted)")
-    for o in plugin.outcomes:
+    for o in outcomes:
         if o.status == "survived":
             m = o.mutant
             print(f"  survived #{m.id} {m.file}:{m.line} {m.operator}: "
@@ -564,8 +595,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps(
             {"target": target.name, "counts": dict(counts), "score": score,
-             "outcomes": [{**asdict(o.mutant), "status": o.status, "killer": o.killer,
-                           "seconds": round(o.seconds, 2)} for o in plugin.outcomes]},
+             "outcomes": [{**asdict(o.mutant), "status": o.status,
+                           "killer": o.killer, "why": o.why,
+                           "seconds": round(o.seconds, 2)} for o in outcomes]},
             indent=1) + "\n")
     return 0 if counts["survived"] == 0 else 1
 

@@ -75,3 +75,28 @@ def test_a_mutant_the_reference_model_sees_is_killed(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["counts"] == {"killed": 1}
     assert report["outcomes"][0]["killer"] == "test_agrees_with_the_reference_model"
+
+
+def test_a_change_that_changes_nothing_survives() -> None:
+    """The control: were every mutant killed by some fault of the harness (a server left
+    dead, a test failing for its own reasons), a no-op mutant would be killed too."""
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(TOOL.parent)!r})
+import mutate_scripts as t
+os.chdir(t.ROOT)
+target = t.TARGETS["redis"]
+text = (t.BACKENDS / "redis_lua/write.lua").read_text("utf-8")
+at = text.index("if op == 'append' then")
+noop = t.Mutant(1, "redis_lua/write.lua", 1, "none", text[at:at + 2], text[at:at + 2], at, at + 2)
+mutate = t.Mutate(target, "agrees_with_the_reference_model or snapshot", 60.0)
+try:
+    mutate.record()
+    outcome = mutate.run(noop)
+finally:
+    mutate.close()
+print("STATUS", outcome.status, outcome.killer, outcome.why)
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert "STATUS survived" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -421,6 +422,9 @@ def main() -> None:
     ap.add_argument("--plot-dir", default=None, help="write the PNGs there")
     ap.add_argument("--json", default=None, help="write the plotted points there")
     args = ap.parse_args()
+    # run.py stops a benchmark with SIGTERM: exit through the finally blocks that delete
+    # the run's keys, schemas and files
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
     lines = ["# Big stores", "", f"- command: `python {' '.join(sys.argv)}`",
              f"- nproc {os.cpu_count()}; load average at start {load()}", ""]
     points: dict[str, list[dict[str, Any]]] = {}

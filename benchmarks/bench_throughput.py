@@ -30,7 +30,7 @@ nothing applied; ``OutcomeUnknownError``: may have applied, and retrying the sam
 a no-op if it did), and counts them; any other error is counted as unexpected and ends
 the writer. Afterwards every session is read back: memvault's must hold exactly each
 writer's acknowledged turns, each writer's in its order, no id twice; raw's must hold as
-many rows as acknowledged.
+many rows as acknowledged. A failed check makes the command exit 1 (after the report).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -148,12 +149,17 @@ def writer(backend: Backend, who: str, session: str, number: int, duration: floa
            barrier: Any, results: Any) -> None:
     """Append turns to ``session`` for ``duration`` seconds after the barrier."""
     if who == MEMVAULT:
-        store = memvault.open(backend.mv_url, **backend.mv_options)
-        s = store.session(session)
-        append: Callable[[int], object] = lambda i: s.append(mv_turn(number, i))  # noqa: E731
+        with memvault.open(backend.mv_url, **backend.mv_options) as store:
+            s = store.session(session)
+            appending(lambda i: s.append(mv_turn(number, i)), number, duration, barrier, results)
     else:
         raw = backend.raw()
-        append = lambda i: raw.append(session, turn_pairs(i))  # noqa: E731
+        appending(lambda i: raw.append(session, turn_pairs(i)), number, duration, barrier,
+                  results)
+
+
+def appending(append: Callable[[int], object], number: int, duration: float, barrier: Any,
+              results: Any) -> None:
     errors: Counter[str] = Counter()
     turn = 0
     unexpected = ""
@@ -320,6 +326,9 @@ def main() -> None:
     ap.add_argument("--plot", default=None, help="write the PNG there")
     ap.add_argument("--json", default=None, help="write the table's rows there")
     args = ap.parse_args()
+    # run.py stops a benchmark with SIGTERM: exit through the finally blocks that delete
+    # the run's keys, schemas and files
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
     start_load = load()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="memvault-throughput-") as tmp:
@@ -356,6 +365,9 @@ def main() -> None:
     if args.plot:
         plot(rows, Path(args.plot))
         print(f"\n![throughput vs writers]({Path(args.plot).name})")
+    if any(r["problems"] for r in rows):
+        sys.exit("bench_throughput: a check failed (lost, duplicated or misordered turns, or "
+                 "an error memvault does not document as retryable): see the report")
 
 
 if __name__ == "__main__":

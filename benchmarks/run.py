@@ -107,6 +107,8 @@ BENCHMARKS: list[Entry] = [
     Entry("search-sqlite", "bench_search.py", ("--url", "sqlite:///{tmp}/search.db",
                                                "--calls", "5"),
           ("--url", "sqlite:///{tmp}/search.db", "--calls", "30")),
+    Entry("search-postgres", "bench_search.py", ("--url", "{pg_url}", "--calls", "5"),
+          ("--url", "{pg_url}", "--calls", "30"), needs=(POSTGRES,)),
     Entry("summaries-sqlite", "bench_summaries.py",
           ("--url", "sqlite:///{tmp}/summaries.db", "--calls", "100"),
           ("--url", "sqlite:///{tmp}/summaries.db", "--calls", "2000")),

@@ -24,7 +24,7 @@ from memvault.model import (
     check_count,
 )
 from memvault.paging import SessionPage, check_page, page_of
-from memvault.search import Hit, check_query, check_sessions, rank
+from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
 from memvault.vectors import Index, depth, vector_store
@@ -105,10 +105,9 @@ class AsyncSession:
     async def log(self) -> list[Event]:
         return await self._backend.log(self.id, self._opts.now())
 
-    async def search(self, query: str, k: int = 10) -> list[Hit]:
-        terms, k = check_query(query, k)
-        return await self._store.recall(query, terms, [(self.id, await self.history(full=True))],
-                                        k)
+    async def search(self, query: str, k: int = 10, *, include_hidden: bool = False
+                     ) -> list[Hit]:
+        return await self._store.search(query, k, [self.id], include_hidden=include_hidden)
 
     async def delete(self) -> bool:
         return await self._backend.delete(self.id, self._opts.now())
@@ -129,28 +128,40 @@ class AsyncStore:
         """The semantic index, checked on first use (see :meth:`memvault.Store.vectors`)."""
         index = self.options.index
         if index is not None and not index.checked:
-            backend = vector_store(self.backend)
-            if index.check_space(await backend.vector_space()):
-                await backend.set_vector_space(index.space, False)
+            index.check_space(await vector_store(self.backend).vector_space())
         return index
 
     async def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
         index = await self.vectors()
         if index is None:
             return records
+        if index.unclaimed:
+            await vector_store(self.backend).set_vector_space(index.space, False)
+            index.unclaimed = False
         texts = index.texts_of(session_id, records)
         return index.attach(records, texts, await aembed(index.embedder, texts))
 
-    async def recall(self, query: str, terms: list[str],
-                     histories: list[tuple[str, list[Message]]], k: int) -> list[Hit]:
-        index = await self.vectors()
-        if index is None:
-            return rank(terms, histories, k)
-        lexical = rank(terms, histories, depth(k))
-        docs = index.docs(histories)
-        index.remember(await vector_store(self.backend).get_vectors(index.unknown(docs)))
-        texts = index.to_embed(query, docs)
-        return index.rank(texts, await aembed(index.embedder, texts), docs, lexical, k)
+    async def recall(self, query: str, terms: list[str], ids: list[str] | None, k: int,
+                     include_hidden: bool = False) -> list[Hit]:
+        vectors = await self.vectors()
+        lexical = getattr(self.backend, "search", None)
+        if vectors is None and lexical is not None:
+            return hits(await lexical(ids, terms, k, bool(include_hidden), self.options.now()))
+        if include_hidden:
+            raise no_index(self.backend, vectors is not None)
+        ids = await self.sessions() if ids is None else ids
+        if vectors is None:
+            return rank(terms, [(sid, await self.session(sid).history(full=True)) for sid in ids],
+                        k)
+        read = self.options.read_args(None, True, self.options.now())
+        views = [(sid, await self.backend.history(sid, *read)) for sid in ids]
+        found = (hits(await lexical(ids, terms, depth(k), False, self.options.now()))
+                 if lexical is not None else
+                 rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k)))
+        docs = vectors.docs(views)
+        vectors.remember(await vector_store(self.backend).get_vectors(vectors.unknown(docs)))
+        texts = vectors.to_embed(query, docs)
+        return vectors.rank(texts, await aembed(vectors.embedder, texts), docs, found, k)
 
     def session(self, session_id: str) -> AsyncSession:
         return AsyncSession(self, session_id)
@@ -164,12 +175,11 @@ class AsyncStore:
         query = check_page(limit, cursor, order, descending, match)
         return page_of(query, await self.backend.sessions_page(query, self.options.now()))
 
-    async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
-                     ) -> list[Hit]:
+    async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None, *,
+                     include_hidden: bool = False) -> list[Hit]:
         terms, k = check_query(query, k)
-        ids = await self.sessions() if sessions is None else check_sessions(sessions)
-        return await self.recall(query, terms, [(sid, await self.session(sid).history(full=True))
-                                                for sid in ids], k)
+        ids = None if sessions is None else check_sessions(sessions)
+        return await self.recall(query, terms, ids, k, include_hidden)
 
     async def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
                       progress: Progress | None = None) -> CompactStats:

@@ -129,12 +129,14 @@ def store_url(url: str | None) -> str:
 
 
 @contextmanager
-def opened(url: str | None, *, read_only: bool = False) -> Iterator[memvault.Store]:
+def opened(url: str | None, *, read_only: bool = False,
+           **extra: Any) -> Iterator[memvault.Store]:
     """The store; ``read_only`` passes the backend's read-only options (SQLite:
-    ``mode=ro``: no file is created or changed, no lock is waited for)."""
+    ``mode=ro``: no file is created or changed, no lock is waited for); ``extra``:
+    more options of ``memvault.open``."""
     target = store_url(url)
     options = getattr(backend_module(target), "READ_ONLY", {}) if read_only else {}
-    with memvault.open(target, **options) as store:
+    with memvault.open(target, **options, **extra) as store:
         yield store
 
 
@@ -352,18 +354,30 @@ def search(
     session: SessionArg,
     query: Annotated[str, typer.Argument(help="The words to look for.")],
     k: Annotated[int, typer.Option("--k", min=0, help="At most this many hits.")] = 10,
+    embedder: Annotated[str | None, typer.Option(
+        help="Hybrid search with this embedder: wordllama (built in) or module:attr "
+             "(the one the store's vectors were made by).")] = None,
+    hidden: Annotated[bool, typer.Option(
+        "--hidden", help="Also find hidden messages (popped, trimmed, rolled back).")] = False,
     as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
-    """Search a session's full view (summaries too): best first, BM25 over its words."""
-    with opened(url, read_only=True) as store:
-        hits = existing(store, session).search(query, k=k)
+    """Search a session's full view (summaries too): best first, by relevance to its words,
+    fused with the embedder's ranking if one is given."""
+    from memvault.reindex import load_embedder
+
+    extra = {} if embedder is None else {"embedder": load_embedder(embedder)}
+    with opened(url, read_only=True, **extra) as store:
+        hits = existing(store, session).search(query, k=k, include_hidden=hidden)
         if as_json:
             emit(json_line({"position": h.position, "score": round(h.score, 4),
+                            "hidden": h.hidden,
                             "message": h.message.model_dump(mode="json")}) for h in hits)
         else:
+            shape = ".2f" if embedder is None else ".4f"  # fused scores are about 1/60
             emit(columns(["#", "score", "role", "content"],
-                         ([str(h.position), f"{h.score:.2f}", h.message.role,
+                         (["hidden" if h.position is None else str(h.position),
+                           format(h.score, shape), h.message.role,
                            render_message(h.message, full=False)] for h in hits)))
 
 

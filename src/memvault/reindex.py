@@ -63,7 +63,7 @@ def reindex(store: Store, *, batch: int = BATCH,
             progress: Callable[[int, int], None] = lambda done, total: None) -> ReindexStats:
     """Embed and store the missing vectors of every live session of ``store``,
     calling ``progress(sessions done, sessions)`` as it goes."""
-    index = store.vectors()
+    index = store.claimed()
     if index is None:
         raise ConfigurationError("reindex needs a store opened with an embedder")
     backend = vector_store(store.backend)
@@ -71,10 +71,11 @@ def reindex(store: Store, *, batch: int = BATCH,
     texts = embedded = 0
     progress(0, len(ids))
     for done, sid in enumerate(ids, 1):
-        docs = index.docs([(sid, store.session(sid).history(full=True))])
-        unique = {d.key: d.text for d in docs}
+        read = store.options.read_args(None, True, store.options.now())
+        docs = index.docs([(sid, store.backend.history(sid, *read))])
+        unique = {d.key: d for d in docs}
         stored = backend.get_vectors(list(unique))
-        missing = [text for key, text in unique.items() if key not in stored]
+        missing = [doc.text() for key, doc in unique.items() if key not in stored]
         texts += len(unique)
         for start in range(0, len(missing), batch):
             part = missing[start:start + batch]

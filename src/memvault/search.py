@@ -1,33 +1,35 @@
-"""Lexical search over histories: BM25 ranking, computed by scanning the full view.
+"""Lexical search over histories: the words, the hits, and BM25 by scan.
 
-This is the search every backend has today: :meth:`memvault.Session.search` and
-:meth:`memvault.Store.search` read the full view of each session searched (every
-visible message, summarized ones included, and the visible summaries) and rank its
-messages against the query with Okapi BM25 (k1 = 1.2, b = 0.75) over the words of
-their text. It costs a read of every message searched, so it suits sessions of
-thousands of messages, not millions; indexed search (SQLite FTS5, PostgreSQL
-full-text) is not built yet. Hidden messages (popped, trimmed, cleared, rolled back)
-are never found: they are not in the full view.
+:meth:`memvault.Session.search` and :meth:`memvault.Store.search` ask the backend's
+index first: a backend that has one implements ``search(session_ids, terms, k,
+include_hidden, now) -> list[Match]`` (memory: a BM25 inverted index; SQLite: FTS5;
+see ``docs/recall.md``). A backend without it
+(Redis, a third party's) is searched by :func:`rank`, a scan: the full view of each
+session searched is read and its messages ranked with Okapi BM25 (k1 = 1.2,
+b = 0.75). The scan costs a read of every message searched, and it sees only the
+full view, so it cannot find hidden messages (``include_hidden``).
 
-Words are runs of Unicode letters and digits, compared in lower case (``casefold``).
-A message's text is its content (the text parts of a list content), its name, and
-its tool calls' names and arguments.
+A query is only ever words (:mod:`memvault.words`: quotes, operators, NUL... are
+separators), so no query can reach a backend's own query syntax. The indexes store
+these same words, so every backend agrees on what matches.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from memvault.errors import InvalidArgumentError
-from memvault.messages import Message
+from memvault.backends.base import Match
+from memvault.errors import ConfigurationError, InvalidArgumentError
+from memvault.messages import Message, decode_message
 from memvault.model import check_count
+from memvault.words import K1, B, text_of, words
 
-_WORD = re.compile(r"[^\W_]+")
-K1, B = 1.2, 0.75
+MAX_TERMS = 1024
+"""The most distinct words a query may have (a longer one is refused: an index
+would match it against every message)."""
 
 
 @dataclass(frozen=True)
@@ -38,43 +40,31 @@ class Hit:
         session_id: the session the message belongs to.
         message: the message (a summary is a message too).
         position: its position in the session's full view (``history(full=True)``),
-            from 1.
-        score: its BM25 score for the query; higher is better.
+            from 1; None for a hidden message (``include_hidden=True``).
+        score: its relevance to the query, higher is better: BM25 (memory, SQLite,
+            the scan) or PostgreSQL's ``ts_rank``; compare scores of one search only.
+        hidden: whether the message is hidden (popped, trimmed, cleared, rolled back,
+            or an undone summary): found only with ``include_hidden=True``.
     """
 
     session_id: str
     message: Message
-    position: int
+    position: int | None
     score: float
-
-
-def words(text: str) -> list[str]:
-    """The words of ``text``, case-folded."""
-    return _WORD.findall(text.casefold())
-
-
-def text_of(message: Message) -> str:
-    """The searchable text of a message."""
-    parts: list[str] = []
-    if isinstance(message.content, str):
-        parts.append(message.content)
-    elif isinstance(message.content, list):
-        parts += [text for p in message.content
-                  if isinstance(p, dict) and isinstance(text := p.get("text"), str)]
-    if message.name:
-        parts.append(message.name)
-    for call in message.tool_calls:
-        parts += [call.name, call.arguments]
-    return "\n".join(parts)
+    hidden: bool = False
 
 
 def check_query(query: object, k: object) -> tuple[list[str], int]:
-    """The query's words and ``k``, checked before any read."""
+    """The query's distinct words (in order) and ``k``, checked before any read."""
     if not isinstance(query, str):
         raise InvalidArgumentError(f"query must be a string, not {type(query).__name__}")
-    terms = words(query)
+    terms = list(dict.fromkeys(words(query)))
     if not terms:
-        raise InvalidArgumentError(f"query {query!r} has no word to search for")
+        shown = repr(query) if len(query) <= 40 else f"{query[:37]!r}..."
+        raise InvalidArgumentError(f"query {shown} has no word to search for")
+    if len(terms) > MAX_TERMS:
+        raise InvalidArgumentError(
+            f"query has {len(terms)} distinct words; the limit is {MAX_TERMS}")
     return terms, check_count("k", k)
 
 
@@ -83,6 +73,21 @@ def check_sessions(sessions: object) -> list[str]:
     if isinstance(sessions, (str, bytes)) or not isinstance(sessions, Iterable):
         raise InvalidArgumentError("sessions must be a list of session ids")
     return list(sessions)
+
+
+def hits(matches: Iterable[Match]) -> list[Hit]:
+    """A backend's matches as hits (CorruptRecordError if one cannot be decoded)."""
+    return [Hit(m.session_id, decode_message(m.session_id, m.depth, m.body), m.position,
+                m.score, m.hidden) for m in matches]
+
+
+def no_index(backend: object, hybrid: bool = False) -> ConfigurationError:
+    """The error for ``include_hidden=True`` where the full views are searched (a
+    backend without a lexical index, or a store with an embedder)."""
+    why = ("hybrid search (embedder=) ranks the full views" if hybrid else
+           f"{type(backend).__name__} has no search index: search scans the full views")
+    return ConfigurationError(
+        f"{why}, which hold no hidden message, so include_hidden=True cannot be answered")
 
 
 def rank(terms: Sequence[str], histories: Iterable[tuple[str, list[Message]]],
@@ -109,4 +114,4 @@ def rank(terms: Sequence[str], histories: Iterable[tuple[str, list[Message]]],
     return hits[:k]
 
 
-__all__ = ["Hit", "check_query", "check_sessions", "rank", "text_of", "words"]
+__all__ = ["MAX_TERMS", "Hit", "check_query", "check_sessions", "hits", "no_index", "rank"]

@@ -39,7 +39,7 @@ from memvault.model import (
     check_seconds,
 )
 from memvault.paging import SessionPage, check_page, page_of
-from memvault.search import Hit, check_query, check_sessions, rank
+from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.urls import open_backend, redact, resolve
 from memvault.vectors import Index, depth, vector_store
 
@@ -332,12 +332,21 @@ class Session:
         """The operation log, oldest first: who changed what, and when."""
         return self._backend.log(self.id, self._opts.now())
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
+    def search(self, query: str, k: int = 10, *, include_hidden: bool = False) -> list[Hit]:
         """The ``k`` messages of the full view (summaries included) that best match
-        ``query``, best first: BM25 over their words (:mod:`memvault.search`), fused
-        with cosine similarity when the store has an embedder (:mod:`memvault.vectors`)."""
-        terms, k = check_query(query, k)
-        return self._store.recall(query, terms, [(self.id, self.history(full=True))], k)
+        ``query``, best first (see :mod:`memvault.search` and ``docs/recall.md``).
+
+        Args:
+            query: words; anything else in it (quotes, operators) only separates them.
+            k: at most this many hits.
+            include_hidden: also find hidden messages (popped, trimmed, cleared,
+                rolled back); their hits have ``hidden=True`` and no position.
+
+        Raises:
+            InvalidArgumentError: a query with no word, or a bad ``k``.
+            ConfigurationError: ``include_hidden`` on a backend with no search index.
+        """
+        return self._store.search(query, k, [self.id], include_hidden=include_hidden)
 
     def delete(self) -> bool:
         """Physically remove every message, snapshot and event of the session.
@@ -364,33 +373,53 @@ class Store:
 
     def vectors(self) -> Index | None:
         """The semantic index, checked against the store's vectors on first use
-        (ConfigurationError if another embedder made them); None without an embedder."""
+        (ConfigurationError if another embedder made them); None without an embedder.
+        Reading only, it writes nothing (a read-only store can be searched)."""
         index = self.options.index
         if index is not None and not index.checked:
-            backend = vector_store(self.backend)
-            if index.check_space(backend.vector_space()):
-                backend.set_vector_space(index.space, False)
+            index.check_space(vector_store(self.backend).vector_space())
+        return index
+
+    def claimed(self) -> Index | None:
+        """:meth:`vectors`, before a write: the embedder recorded if the store has none."""
+        index = self.vectors()
+        if index is not None and index.unclaimed:
+            vector_store(self.backend).set_vector_space(index.space, False)
+            index.unclaimed = False
         return index
 
     def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
         """``records`` with their vectors, embedded before anything is written."""
-        index = self.vectors()
+        index = self.claimed()
         if index is None:
             return records
         texts = index.texts_of(session_id, records)
         return index.attach(records, texts, index.embedder.embed(texts))
 
-    def recall(self, query: str, terms: list[str], histories: list[tuple[str, list[Message]]],
-               k: int) -> list[Hit]:
-        """The ``k`` best hits among ``histories``: lexical, or hybrid with an embedder."""
-        index = self.vectors()
-        if index is None:
-            return rank(terms, histories, k)
-        lexical = rank(terms, histories, depth(k))
-        docs = index.docs(histories)
-        index.remember(vector_store(self.backend).get_vectors(index.unknown(docs)))
-        texts = index.to_embed(query, docs)
-        return index.rank(texts, index.embedder.embed(texts), docs, lexical, k)
+    def recall(self, query: str, terms: list[str], ids: list[str] | None, k: int,
+               include_hidden: bool = False) -> list[Hit]:
+        """The ``k`` best hits among sessions ``ids`` (None: every live one): from the
+        backend's lexical index (or a scan of the full views without one), fused with
+        cosine similarity when the store has an embedder."""
+        vectors = self.vectors()
+        lexical = getattr(self.backend, "search", None)
+        if vectors is None and lexical is not None:
+            return hits(lexical(ids, terms, k, bool(include_hidden), self.options.now()))
+        if include_hidden:
+            raise no_index(self.backend, vectors is not None)
+        ids = self.sessions() if ids is None else ids
+        if vectors is None:
+            return rank(terms, [(sid, self.session(sid).history(full=True)) for sid in ids],
+                        k)
+        read = self.options.read_args(None, True, self.options.now())
+        views = [(sid, self.backend.history(sid, *read)) for sid in ids]
+        found = (hits(lexical(ids, terms, depth(k), False, self.options.now()))
+                 if lexical is not None else
+                 rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k)))
+        docs = vectors.docs(views)
+        vectors.remember(vector_store(self.backend).get_vectors(vectors.unknown(docs)))
+        texts = vectors.to_embed(query, docs)
+        return vectors.rank(texts, vectors.embedder.embed(texts), docs, found, k)
 
     def session(self, session_id: str) -> Session:
         """A handle on session ``session_id``; nothing is written."""
@@ -433,15 +462,13 @@ class Store:
         query = check_page(limit, cursor, order, descending, match)
         return page_of(query, self.backend.sessions_page(query, self.options.now()))
 
-    def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None
-               ) -> list[Hit]:
+    def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None, *,
+               include_hidden: bool = False) -> list[Hit]:
         """:meth:`Session.search` across ``sessions`` (default: every live one), ranked
         together."""
         terms, k = check_query(query, k)
-        ids = self.sessions() if sessions is None else check_sessions(sessions)
-        return self.recall(query, terms, [(sid, self.session(sid).history(full=True))
-                                          for sid in ids], k)
-
+        ids = None if sessions is None else check_sessions(sessions)
+        return self.recall(query, terms, ids, k, include_hidden)
     def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         """Delete expired sessions, events beyond the newest ``keep_events`` per

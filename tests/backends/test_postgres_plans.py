@@ -163,3 +163,68 @@ def test_session_pages_walk_an_index_whatever_the_statistics(
            and "sessions_name_key" not in p)]
     assert not bad, f"{len(bad)} of {len(pages)} plans do not walk an index:\n\n" + \
         "\n\n".join(bad)
+
+
+def test_compact_steps_read_each_session_through_an_index_without_jit(
+        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    """compact_step reads one session at a time: through an index, and never through
+    a JIT-compiled plan (JIT made to apply to every plan here). Failing: the
+    planner's estimate for _garbage's recursive walk ran past jit_above_cost, and
+    every session's walk was JIT-compiled (0.1-0.5 s a session on a 1M-message
+    store, for ~1 ms of work)."""
+    conn, plans = explained
+    url = url_for(schema)
+    _churn(url, schema)
+    with memvault.open(url) as store:
+        for k in range(3):
+            s = store.session(f"s{k}")
+            s.append([Message.user("a"), Message.user("b")])
+            s.pop()
+    conn.execute("SET jit = on")
+    conn.execute("SET jit_above_cost = 0")
+    plans.clear()
+    steps = list(drive_steps(Calls(schema)))
+    for call in steps:
+        conn.execute(call.sql, call.params).fetchall()
+    # the statements compact_step runs (the client's two calls are planned outside it)
+    inside = [p for p in plans if not re.search(r"Query Text: SELECT \* FROM \S+\.compact_", p)]
+    assert any(".nodes" in p for p in inside), "auto_explain reported no plan inside"
+    assert not [p for p in inside if SCAN.search(p)]
+    jitted = [p for p in inside if "JIT:" in p]
+    assert not jitted, f"{len(jitted)} of {len(inside)} plans were JIT-compiled:\n\n" + \
+        "\n\n".join(jitted[:2])
+
+
+def drive_steps(calls: Calls) -> Iterator[Call[Any]]:
+    """compact's calls, its plan answered by hand: every session in one step."""
+    operation = calls.compact(0, time.time(), 1000, None)
+    plan = next(operation)
+    yield plan
+    step = operation.send((10, 2**62))
+    yield step
+
+
+def test_search_never_runs_a_jit_compiled_plan(
+        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    """search_pending, search_index and search (JIT made to apply to every plan here):
+    no statement inside them is JIT-compiled. Failing: their estimates passed
+    jit_above_cost and every call compiled for 1.1-1.8 s (load average 17) of
+    sub-millisecond work."""
+    conn, plans = explained
+    with memvault.open(url_for(schema)) as store:
+        store.session("s").append([Message.user(f"kiwi {i}") for i in range(50)])
+    conn.execute("SET jit = on")
+    conn.execute("SET jit_above_cost = 0")
+    plans.clear()
+    operation = Calls(schema).search(None, ["kiwi"], 10, False, time.time())
+    call = next(operation)
+    try:
+        while True:
+            call = operation.send(call.parse(conn.execute(call.sql, call.params).fetchall()))
+    except StopIteration as done:
+        assert len(done.value) == 10
+    inside = [p for p in plans if not re.search(r"Query Text: SELECT \* FROM \S+\.search", p)]
+    assert any(".search_postings" in p for p in inside), "auto_explain reported no plan inside"
+    jitted = [p for p in inside if "JIT:" in p]
+    assert not jitted, f"{len(jitted)} of {len(inside)} plans were JIT-compiled:\n\n" + \
+        "\n\n".join(jitted[:2])

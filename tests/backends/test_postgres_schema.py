@@ -284,3 +284,35 @@ def test_a_schema_before_session_pages_gets_their_indexes(
                                    schema)}
     assert {"sessions_by_version", "sessions_by_length", "sessions_by_updated",
             "sessions_by_expires"} <= indexes
+
+
+def test_a_store_written_before_the_search_index_finds_its_messages(
+        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store at version 7 (before search) with a summary, a pop and a rollback: after
+    the upgrade, search finds its old messages at their full-view positions, the hidden
+    ones only with include_hidden, and then what is appended. Failing: migration 008
+    leaves the stored nodes out of the index, or indexes them with wrong visibility."""
+    import memvault.backends.postgres_migrations as pm
+
+    seven = migrations()[:7]
+    monkeypatch.setattr(pm, "migrations", lambda: seven)
+    with memvault.open(url_for(schema)) as store:
+        s = store.session("s")
+        s.append([Message.user("fig one"), Message.user("fig two"), Message.user("fig popped")])
+        s.pop()
+        s.snapshot("cp")
+        s.append([Message.user("fig rolled back")])
+        s.rollback("cp")
+        s.summarize(Message.system("fig summary"), through=s.history()[0].id)
+        store.session("t").append([Message.user("fig elsewhere")])
+    monkeypatch.undo()
+    assert migrate(url_for(schema)) == MigrationResult(schema, 7, latest())
+    with memvault.open(url_for(schema)) as store:
+        s = store.session("s")
+        assert sorted((h.position, h.message.content) for h in s.search("fig")) == [
+            (1, "fig one"), (2, "fig summary"), (3, "fig two")]
+        hidden = {h.message.content for h in s.search("fig", include_hidden=True) if h.hidden}
+        assert hidden == {"fig popped", "fig rolled back"}
+        s.append([Message.user("fig new")])
+        assert {h.session_id for h in store.search("fig", k=100)} == {"s", "t"}
+        assert [h.position for h in s.search("new")] == [4]

@@ -52,9 +52,49 @@ def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None
             [m.content for m in before[1:]]
         assert s.history(full=True) == [before[0], s.history()[0], *before[1:]]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
+def test_a_schema_1_file_is_indexed_for_search(tmp_path: Path) -> None:
+    """The baseline store (schema 1, with a rollback) gains the search index on
+    upgrade: its messages are found where the full view has them, and the turn its
+    rollback hid only with include_hidden."""
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parents[1] / "data" / "baseline.sqlite", path)
+    with memvault.open(f"sqlite:///{path}") as store:
+        s = store.session("user-42")
+        full = s.history(full=True)
+        hits = s.search("Lyon train")
+        assert hits and {full[h.position - 1].id for h in hits} == {h.message.id for h in hits}
+        assert {h.message.id for h in hits} == {"u1", "a1", "a3"}
+        assert s.search("Booked") == []
+        hidden = s.search("Booked", include_hidden=True)
+        assert [(h.message.id, h.hidden, h.position) for h in hidden] == [("a2", True, None)]
+        assert {h.session_id for h in store.search("line")} == {"support ticket #7 — café ☕"}
+
+
+def test_a_schema_3_file_with_summaries_is_indexed_for_search(tmp_path: Path) -> None:
+    """A file written before the index (schema 3: the same tables, no search table),
+    summaries included, is indexed on upgrade: the visible summary is found at its
+    full-view position, an undone one only with include_hidden."""
+    path = tmp_path / "old.db"
+    with memvault.open(f"sqlite:///{path}") as store:
+        s = store.session("s")
+        s.append([Message.user(f"fig {i}") for i in range(4)])
+        s.summarize(Message.system("fig undone"), through=s.history()[-1].id)
+        s.pop()  # no message after the summary: undoes it
+        s.summarize(Message.system("fig summary"), through=s.history()[1].id)
+        s.append([Message.user("fig after")])
+        expected = [(i, m.content) for i, m in enumerate(s.history(full=True), 1)]
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE search")
+        db.execute("DROP TABLE search_pending")
+        db.execute("PRAGMA user_version = 3")
+    with memvault.open(f"sqlite:///{path}") as store:
+        s = store.session("s")
+        assert sorted((h.position, h.message.content) for h in s.search("fig")) == expected
+        hidden = [h.message.content for h in s.search("fig", include_hidden=True) if h.hidden]
+        assert hidden == ["fig undone"]
 def test_an_old_file_pages_its_sessions_from_indexes(tmp_path: Path) -> None:
     """A file from before paged listing (schema 1) is upgraded: every order pages its
     sessions as sessions() lists them, each page one index search (never a scan of
@@ -165,3 +205,25 @@ def test_closed_store_refuses_work(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(BackendUnavailableError):
         store.session("s").history()
+
+
+def test_read_only_search_finds_what_the_index_lags_behind(tmp_path: Path) -> None:
+    """Appends only note their nodes for the FTS5 index; a read-write search indexes
+    them, a read-only one (which cannot write) ranks them itself beside the index:
+    either way every message is found, hidden ones with include_hidden."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        s = store.session("s")
+        s.append([Message.user("melon indexed"), Message.user("melon popped")])
+        s.pop()
+        assert len(s.search("melon")) == 1  # indexes both
+        s.append([Message.user("melon lagging"), Message.user("melon lagging popped")])
+        s.pop()
+    with memvault.open(url, mode="ro") as store:
+        s = store.session("s")
+        assert sorted((h.position, h.message.content) for h in s.search("melon")) == [
+            (1, "melon indexed"), (2, "melon lagging")]
+        hidden = {h.message.content for h in s.search("melon", include_hidden=True) if h.hidden}
+        assert hidden == {"melon popped", "melon lagging popped"}
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        assert db.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 2

@@ -144,6 +144,21 @@ def test_search_prints_ranked_hits_with_positions(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "no word" in bad.stderr
 
 
+def test_search_hidden_shows_popped_messages_marked(tmp_path: Path) -> None:
+    """--hidden also lists what pop hid, marked hidden in place of a position."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        s = store.session("s")
+        s.append([Message.user("red apple"), Message.user("apple popped")])
+        s.pop()
+    rows = cli("--url", url, "search", "s", "apple").stdout.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["1"]
+    rows = cli("--url", url, "search", "s", "apple", "--hidden").stdout.splitlines()[1:]
+    assert sorted(r.split()[0] for r in rows) == ["1", "hidden"]
+    lines = cli("--url", url, "search", "s", "popped", "--hidden", "--json").stdout.splitlines()
+    assert [(json.loads(x)["position"], json.loads(x)["hidden"]) for x in lines] == [(None, True)]
+
+
 def test_long_content_is_cut_unless_full(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/x.db"
     big = "x" * (4 * 1024 * 1024 - 200)

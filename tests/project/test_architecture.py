@@ -20,6 +20,7 @@ BACKEND_MAY_IMPORT = {
     "memvault.model",
     "memvault.paging",  # page queries and cursors: imports errors and model only
     "memvault.sansio",
+    "memvault.words",
     "memvault.backends",
 }
 

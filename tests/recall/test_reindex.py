@@ -88,3 +88,19 @@ def test_reindex_names_a_bad_embedder(tmp_path: Path) -> None:
     bad = run(f"sqlite:///{tmp_path}/r.db", "--embedder", "no.such.module:Thing")
     _, err = bad.communicate(timeout=60)
     assert bad.returncode != 0 and "cannot load embedder 'no.such.module:Thing'" in err
+
+
+def test_cli_search_with_an_embedder_ranks_by_meaning(tmp_path: Path) -> None:
+    """`memvault search --embedder` fuses the embedder's ranking (read-only: the store
+    gets no vector). Failing: the option ignored (no word of the query matches)."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    with memvault.open(url) as store:
+        store.session("s").append([Message.user("a car"), Message.user("a kitten")])
+    out = subprocess.run(
+        [sys.executable, "-m", "memvault", "search", "s", "feline", "--url", url,
+         "--embedder", "tests.support.embedders:SlowConcepts", "--json"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+        text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert '"content":"a kitten"' in out.stdout and "a car" not in out.stdout
+    assert stored(tmp_path / "s.db") == 0

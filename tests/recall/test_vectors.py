@@ -161,3 +161,19 @@ def test_async_search_with_a_native_async_embedder(tmp_path: Path) -> None:
 
     hits = asyncio.run(main())
     assert [h.message.content for h in hits] == ["a kitten"] and embedder.awaited == 2
+
+
+def test_a_read_only_store_is_searched_with_an_embedder(tmp_path: Path) -> None:
+    """Searching with an embedder writes nothing: a read-only SQLite store (mode=ro)
+    with no vectors yet is ranked by meaning, and the first write records the
+    embedder. Failing: opening or searching records the embedder."""
+    url = f"sqlite:///{tmp_path}/ro.db"
+    with memvault.open(url) as store:
+        store.session("s").append([Message.user("a kitten"), Message.user("a car")])
+    with memvault.open(url, embedder=ConceptEmbedder(), mode="ro") as store:
+        assert [h.message.content for h in store.session("s").search("feline")] == ["a kitten"]
+    assert vectors_in(tmp_path / "ro.db") == -1
+    with memvault.open(url, embedder=ConceptEmbedder()) as store:
+        store.session("s").append([Message.user("a puppy")])
+    with pytest.raises(ConfigurationError, match="reindex"):
+        memvault.open(url, embedder=ConceptEmbedder(name="other"))

@@ -10,6 +10,10 @@ messages after its range); ``full=True`` every message above base with each
 summary right after the message it was taken through. The facade passes ``full``
 only when it is True, so a backend without summaries keeps working until one is
 asked of it.
+
+``search`` is optional (:class:`Searching`): a backend with a lexical index answers
+it; the facade searches one without it by scanning the full view
+(:mod:`memvault.search`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from memvault.messages import Record
 from memvault.model import COMPACT_BATCH, CompactStats, Event, Progress, SessionInfo, Snapshot
@@ -25,6 +29,29 @@ from memvault.paging import Listed, PageQuery
 
 Stored = tuple[int, str]
 """A stored message: its depth in the chain and its encoded envelope."""
+
+
+@dataclass(frozen=True)
+class Match:
+    """A backend's answer to a search: one stored message and where it stands.
+
+    Attributes:
+        session_id: its session.
+        depth: its depth (for errors naming it).
+        body: the encoded message, as stored.
+        position: its place in the full view (None: hidden).
+        score: higher is better.
+    """
+
+    session_id: str
+    depth: int
+    body: str
+    position: int | None
+    score: float
+
+    @property
+    def hidden(self) -> bool:
+        return self.position is None
 
 
 @dataclass(frozen=True)
@@ -82,6 +109,20 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+class Searching(Protocol):
+    """The optional search primitive of a backend with a lexical index (async
+    backends await it).
+
+    ``search(session_ids, terms, k, include_hidden, now)``: the ``k`` best matches of
+    any of ``terms`` (words, as :func:`memvault.search.words` makes them) among the
+    messages and summaries of the live sessions ``session_ids`` (None: every live
+    session), best first; hidden ones (position None) only if ``include_hidden``.
+    """
+
+    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
+               include_hidden: bool, now: float) -> list[Match]: ...
+
+
 class AsyncBackend(Protocol):
     """The asynchronous backend protocol: :class:`Backend` with every method awaited."""
 
@@ -121,6 +162,18 @@ class ThreadedAsyncBackend:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        # search exists only where the wrapped backend has an index (Searching)
+        if name == "search" and hasattr(self.backend, "search"):
+            return self._search
+        raise AttributeError(name)
+
+    async def _search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
+                      include_hidden: bool, now: float) -> list[Match]:
+        searching = cast(Searching, self.backend)
+        return await asyncio.to_thread(searching.search, session_ids, terms, k,
+                                       include_hidden, now)
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write

@@ -528,14 +528,19 @@ class Engine:
                                   through - base, 0)
             self._commit(txn, row, "fork", w, (0, 0), {"from": session_id, "at": at})
 
-    @staticmethod
-    def _add_summary(txn: Txn, row: Row, summary: Node | Record, through: int,
+    def _add_summary(self, txn: Txn, row: Row, summary: Node | Record, through: int,
                      parent: int) -> None:
         """Store ``summary`` off the chain (its parent: the previous summary; its depth:
         ``through``) and point the session at it."""
         msg_id = summary.msg_id if isinstance(summary, Node) else summary.id
-        txn.insert_nodes(row, [Node(row.next_node, parent, through, msg_id, summary.body)])
+        self._insert_summary(txn, row, Node(row.next_node, parent, through, msg_id,
+                                            summary.body))
         row.summary, row.through, row.next_node = row.next_node, through, row.next_node + 1
+
+    @staticmethod
+    def _insert_summary(txn: Txn, row: Row, node: Node) -> None:
+        """Store a summary node (a backend that tells summaries apart overrides this)."""
+        txn.insert_nodes(row, [node])
 
     def summarize(self, session_id: str, record: Record, through: str,
                   expect_version: int | None, w: Write) -> int:

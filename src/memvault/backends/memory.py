@@ -3,6 +3,11 @@
 Each :func:`memvault.open` of ``memory://`` is a fresh, empty store private to the
 process. One lock serializes every operation. Rows are copied in and out, so a
 caller never holds a reference into the store.
+
+Search: a BM25 inverted index (:class:`~memvault.backends.lexical.WordIndex`) over
+every stored node, written by
+the same call that stores the node; statistics (document count, average length,
+document frequencies) are the whole store's.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memvault.backends.base import Backend
-from memvault.backends.engine import Engine, Node, Row
+from memvault.backends.engine import Node, Row
+from memvault.backends.lexical import IndexedEngine, WordIndex
 from memvault.backends.url import read_options, redact
 from memvault.errors import ConfigurationError
 from memvault.model import Event, Snapshot
@@ -31,6 +37,7 @@ class _Session:
     ids: dict[str, int] = field(default_factory=dict)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    summaries: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -40,8 +47,10 @@ class _Vectors:
 
 
 class _MemoryTxn:
-    def __init__(self, data: dict[str, _Session], vectors: _Vectors) -> None:
+    def __init__(self, data: dict[str, _Session], index: WordIndex, vectors: _Vectors
+                 ) -> None:
         self._data = data
+        self._index = index
         self._vectors = vectors
 
     def load(self, name: str) -> Row | None:
@@ -57,16 +66,22 @@ class _MemoryTxn:
         self._data[row.name].row = dataclasses.replace(row)
 
     def purge(self, row: Row) -> int:
-        return len(self._data.pop(row.name).nodes)
+        nodes = self._data.pop(row.name).nodes
+        for node in nodes:
+            self._index.remove((row.name, node))
+        return len(nodes)
 
     def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
         return self._data[row.name].ids.keys() & set(ids)
 
-    def insert_nodes(self, row: Row, nodes: Sequence[Node]) -> None:
+    def insert_nodes(self, row: Row, nodes: Sequence[Node], summary: bool = False) -> None:
         s = self._data[row.name]
         for n in nodes:
             s.nodes[n.node] = n
             s.ids[n.msg_id] = n.node
+            self._index.add((row.name, n.node), summary, n.body)
+            if summary:
+                s.summaries.add(n.node)
 
     def node(self, row: Row, node: int) -> Node | None:
         return self._data[row.name].nodes.get(node)
@@ -115,6 +130,8 @@ class _MemoryTxn:
         for node in nodes:
             if node in s.nodes:  # not deleted by a concurrent compact
                 del s.ids[s.nodes.pop(node).msg_id]
+                s.summaries.discard(node)
+                self._index.remove((row.name, node))
 
     def vector_space(self) -> str | None:
         return self._vectors.space
@@ -132,19 +149,31 @@ class _MemoryTxn:
         for key, blob in items:
             self._vectors.items.setdefault(key, blob)
 
+    def matches(self, row: Row | None, terms: Sequence[str]
+                ) -> Iterator[tuple[int | str, int, bool, float]]:
+        return iter(self._index.rank(None if row is None else row.name, terms))
 
-class MemoryBackend(Engine):
+    def message_count(self, row: Row) -> int:
+        s = self._data[row.name]
+        return len(s.nodes) - len(s.summaries)
+
+    def ancestors(self, row: Row, head: int, count: int) -> list[int]:
+        return [n.node for n in self.chain(row, head, count)]
+
+
+class MemoryBackend(IndexedEngine):
     """A process-local store behind one lock."""
 
     def __init__(self) -> None:
         self._data: dict[str, _Session] = {}
+        self._index = WordIndex()
         self._vectors = _Vectors()
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[_MemoryTxn]:
         with self._lock:
-            yield _MemoryTxn(self._data, self._vectors)
+            yield _MemoryTxn(self._data, self._index, self._vectors)
 
 
 def open_backend(url: str, **options: Any) -> Backend:

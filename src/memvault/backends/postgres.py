@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from memvault.backends.base import AsyncBackend, Backend, Stored, Write
+from memvault.backends.base import AsyncBackend, Backend, Match, Stored, Write
 from memvault.backends.postgres_calls import Call, Calls, failure, reason_of
 from memvault.backends.postgres_migrations import (
     DEFAULT_SCHEMA,
@@ -247,14 +247,19 @@ class PostgresBackend:
         return f"PostgresBackend({self.settings.where!r}, schema={self.settings.schema!r})"
 
     def _run(self, call: Call[T]) -> T:
+        lost = False
         try:
             with self._pool.connection() as conn:
                 try:
                     rows = conn.execute(call.sql, call.params).fetchall()
                 except psycopg.Error as exc:
-                    raise failure(exc, call, conn.broken) from exc
+                    lost = conn.broken
+                    raise failure(exc, call, lost) from exc
         except (PoolTimeout, PoolClosed) as exc:
             raise _pool_failure(exc, self.settings) from exc
+        finally:
+            if lost:  # the server went away: drop the pool's other dead connections too,
+                self._pool.check()  # so that the caller's retry gets a live one
         return call.parse(rows)
 
     def vector_space(self) -> str | None:
@@ -320,6 +325,10 @@ class PostgresBackend:
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return self._run(self._calls.sessions_page(query, now))
 
+    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
+               include_hidden: bool, now: float) -> list[Match]:
+        return drive(self._calls.search(session_ids, terms, k, include_hidden, now), self._run)
+
     def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         return drive(self._calls.compact(keep_events, now, batch, progress), self._run)
@@ -355,15 +364,20 @@ class AsyncPostgresBackend:
     async def _run(self, call: Call[T]) -> T:
         if not self._open:
             await self._start()
+        lost = False
         try:
             async with self._pool.connection() as conn:
                 try:
                     cur = await conn.execute(call.sql, call.params)
                     rows = await cur.fetchall()
                 except psycopg.Error as exc:
-                    raise failure(exc, call, conn.broken) from exc
+                    lost = conn.broken
+                    raise failure(exc, call, lost) from exc
         except (PoolTimeout, PoolClosed) as exc:
             raise _pool_failure(exc, self.settings) from exc
+        finally:
+            if lost:  # as in PostgresBackend._run
+                await self._pool.check()
         return call.parse(rows)
 
     async def vector_space(self) -> str | None:
@@ -427,6 +441,11 @@ class AsyncPostgresBackend:
 
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return await self._run(self._calls.sessions_page(query, now))
+
+    async def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
+                     include_hidden: bool, now: float) -> list[Match]:
+        return await drive_async(self._calls.search(session_ids, terms, k, include_hidden, now),
+                                 self._run)
 
     async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                       progress: Progress | None = None) -> CompactStats:

@@ -13,6 +13,7 @@ is kept exactly and never compared as anything but itself.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -21,7 +22,7 @@ import psycopg
 
 from memvault import errors
 from memvault.backends import engine
-from memvault.backends.base import Stored, Write
+from memvault.backends.base import Match, Stored, Write
 from memvault.backends.postgres_migrations import quote
 from memvault.errors import (
     BackendError,
@@ -43,6 +44,7 @@ from memvault.model import (
 )
 from memvault.paging import Listed, PageQuery
 from memvault.sansio import Operation
+from memvault.words import body_words
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
@@ -72,7 +74,14 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "set_vector_space": ("text", "bool"),
     "get_vectors": ("text[]",),
     "put_vectors": ("text[]", "bytea[]"),
+    "search_pending": ("int8",),
+    "search_index": ("int8[]", "int8[]", "bool[]", "float8[]", "int4[]", "int4[]", "text[]",
+                     "int4[]"),
+    "search": ("bytea[]", "text[]", "int4", "bool", "float8"),
 }
+
+SEARCH_BATCH = 2000
+"""How many pending nodes one search_index call indexes."""
 
 # The SQLSTATEs of the server-side functions' domain errors.
 VERSION_CONFLICT = "MV001"
@@ -359,6 +368,24 @@ class Calls:
                   _optional_utf8(after), query.limit, now)
         return self._call("sessions_page", params, _listed, write=False)
 
+    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
+               include_hidden: bool, now: float) -> Operation[Call[Any], list[Match]]:
+        """Index the nodes appended since the last search (batches of
+        ``SEARCH_BATCH``, each one call, the words counted here), then search (one
+        call): an idle index costs one round trip more than the search."""
+        while True:
+            pending = yield self._call("search_pending", (SEARCH_BATCH,), list, write=False)
+            if pending:
+                yield self._call("search_index", _postings(pending), _ignore, write=True)
+            if len(pending) < SEARCH_BATCH:
+                break
+        names = None if session_ids is None else [_utf8(i) for i in session_ids]
+        found: list[Match] = yield self._call(
+            "search", (names, list(terms), k, include_hidden, now),
+            lambda rows: [Match(r[0].decode(), r[1], r[2], r[3], r[4]) for r in rows],
+            write=False)
+        return found
+
     def compact(self, keep_events: int | None, now: float, batch: int,
                 progress: Progress | None) -> Operation[Call[Any], CompactStats]:
         """Steps of at most ``batch`` sessions, each one call (its own transaction),
@@ -374,6 +401,22 @@ class Calls:
             after, done, stats = last, done + took, stats + CompactStats(*removed)
             if progress is not None:
                 progress(CompactProgress(done, total, stats))
+
+
+def _postings(pending: Rows) -> tuple[Any, ...]:
+    """search_index's arguments for the rows of search_pending."""
+    docs: list[int] = []
+    terms: list[str] = []
+    tfs: list[int] = []
+    lengths: list[int] = []
+    for i, (_, _, body, _, _) in enumerate(pending, 1):
+        counts = Counter(body_words(body))
+        lengths.append(counts.total())
+        docs += [i] * len(counts)
+        terms += counts.keys()
+        tfs += counts.values()
+    return ([r[0] for r in pending], [r[1] for r in pending], [r[3] for r in pending],
+            [r[4] for r in pending], lengths, docs, terms, tfs)
 
 
 def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> MemvaultError:

@@ -59,7 +59,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memvault.errors import CorruptRecordError
-from memvault.integrations._langgraph_values import MISSING, Lru, fresh
+from memvault.integrations._langgraph_values import MISSING, Lru, fresh, is_model
 from memvault.messages import Message, new_message_id
 
 PREFIX = "langgraph:"
@@ -87,9 +87,19 @@ def unpack(entry: Mapping[str, Any]) -> tuple[str, bytes]:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` are equal and of the same type (1 is not True here)."""
+    """``a`` and ``b`` are equal and of the same type (1 is not True here).
+
+    Pydantic models (LangChain's messages) compare by their fields' dict, extra and
+    private values: what they serialize from, and several times faster than their
+    ``__eq__``, which matters when a put checks a thousand messages.
+    """
     try:
-        return type(a) is type(b) and bool(a == b)
+        if type(a) is not type(b):
+            return False
+        if is_model(type(a)):
+            return bool(a.__dict__ == b.__dict__ and a.__pydantic_extra__ == b.__pydantic_extra__
+                        and a.__pydantic_private__ == b.__pydantic_private__)
+        return bool(a == b)
     except Exception:  # a value whose == raises or is not a bool: not shared
         return False
 

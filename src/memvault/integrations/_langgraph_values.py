@@ -57,7 +57,8 @@ class Lru:
                 del self._items[key]
 
 
-def _is_model(kind: type) -> bool:
+def is_model(kind: type) -> bool:
+    """``kind`` is a pydantic model class (cached: isinstance is slow on them)."""
     known = _models.get(kind)
     if known is None:
         known = _models[kind] = issubclass(kind, BaseModel)
@@ -89,7 +90,7 @@ def fresh(value: Any) -> Any:
         return mapping
     if kind is tuple:
         return tuple([fresh(x) for x in value])
-    if not _is_model(kind):
+    if not is_model(kind):
         return copy.deepcopy(value)
     new = object.__new__(kind)
     fields = {}

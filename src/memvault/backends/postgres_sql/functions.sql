@@ -56,6 +56,9 @@ DECLARE
 BEGIN
     DELETE FROM @schema@.nodes WHERE sid = p_sid;
     GET DIAGNOSTICS v_nodes = ROW_COUNT;
+    DELETE FROM @schema@.search_postings WHERE sid = p_sid;
+    DELETE FROM @schema@.search_docs WHERE sid = p_sid;
+    DELETE FROM @schema@.search_marks WHERE sid = p_sid;
     DELETE FROM @schema@.snapshots WHERE sid = p_sid;
     DELETE FROM @schema@.events WHERE sid = p_sid;
     RETURN v_nodes;
@@ -713,13 +716,18 @@ END $$;
 -- held `budget` nodes (next_node - 1 counts each one's nodes, stored or not). Each
 -- session is done whole within the step: an expired one purged, events beyond the
 -- newest `keep_events` dropped, unreachable nodes deleted. Returns what it removed,
--- how many sessions it took and the last sid (NULL: none was left).
+-- how many sessions it took and the last sid (NULL: none was left). Every query in
+-- it (and in _garbage) reads one session through an index; the planner's guesses for
+-- _garbage's recursive walk run to millions of rows, which made PostgreSQL JIT-compile
+-- it for every session (110-540 ms each on a 1M-message store, against ~1 ms of
+-- work), so JIT, sequential and bitmap scans and sorts are off inside it.
 DROP FUNCTION IF EXISTS @schema@.compact(bigint, double precision);
 CREATE OR REPLACE FUNCTION @schema@.compact_step(
     p_after bigint, p_until bigint, p_limit bigint, p_budget bigint, p_keep_events bigint,
     p_now double precision
 ) RETURNS TABLE (nodes bigint, events bigint, sessions bigint, done bigint, last_sid bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off SET enable_seqscan = off SET enable_bitmapscan = off
+    SET enable_sort = off AS $$
 DECLARE
     v_row @schema@.sessions;
     v_dead bigint[];
@@ -752,6 +760,9 @@ BEGIN
         v_dead := @schema@._garbage(v_row);
         IF cardinality(v_dead) > 0 THEN
             DELETE FROM @schema@.nodes n WHERE n.sid = v_row.sid AND n.node = ANY (v_dead);
+            DELETE FROM @schema@.search_postings p
+            WHERE p.sid = v_row.sid AND p.node = ANY (v_dead);
+            DELETE FROM @schema@.search_docs d WHERE d.sid = v_row.sid AND d.node = ANY (v_dead);
             nodes := nodes + cardinality(v_dead);
         END IF;
     END LOOP;
@@ -829,4 +840,174 @@ RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO @schema@.vectors AS v (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
     ON CONFLICT (key) DO NOTHING;
+END $$;
+
+-- Search (migration 008). JIT is off in these functions: the planner's estimates
+-- for their joins of arrays and CTEs passed jit_above_cost, and compiling took
+-- 1.5 s a call (1.1-1.8 s with JIT, load average 17) for sub-millisecond work.
+-- search_pending(limit): the nodes above their session's
+-- watermark, oldest first, with whether each is a summary (a node some summary
+-- pointer, of the session or a snapshot, reaches through summaries' parents; an
+-- undone summary nobody points at is indexed as a message: hidden either way) and
+-- the session's created_at (a session restarted since has other nodes of these ids).
+CREATE OR REPLACE FUNCTION @schema@.search_pending(p_limit bigint)
+RETURNS TABLE (sid bigint, node bigint, body text, summary boolean, created double precision)
+LANGUAGE plpgsql SET jit = off STABLE AS $$
+BEGIN
+    -- PL/pgSQL, not SQL: checked when run, so it is created over a schema that
+    -- migrations before 008 made (tests pin older versions)
+    RETURN QUERY WITH RECURSIVE behind AS (
+        SELECT x.sid, x.created_at, coalesce(m.node, 0) AS mark
+        FROM @schema@.sessions x LEFT JOIN @schema@.search_marks m ON m.sid = x.sid
+        WHERE x.next_node - 1 > coalesce(m.node, 0)
+    ), sums(sid, node) AS (
+        SELECT p.sid, p.summary FROM (
+            SELECT s.sid, s.summary FROM @schema@.sessions s
+            UNION SELECT t.sid, t.summary FROM @schema@.snapshots t) p
+        JOIN behind b ON b.sid = p.sid WHERE p.summary <> 0
+        UNION
+        SELECT n.sid, n.parent FROM sums JOIN @schema@.nodes n
+            ON n.sid = sums.sid AND n.node = sums.node
+        WHERE n.parent <> 0
+    )
+    SELECT n.sid, n.node, n.body,
+           EXISTS (SELECT 1 FROM sums WHERE sums.sid = n.sid AND sums.node = n.node),
+           b.created_at
+    FROM behind b JOIN @schema@.nodes n ON n.sid = b.sid AND n.node > b.mark
+    ORDER BY n.sid, n.node
+    LIMIT p_limit;
+END $$;
+
+-- search_index: index nodes search_pending returned, their words counted by the
+-- client (posting j: word p_terms[j], p_tfs[j] times, in node p_docs[j], an index
+-- into the node arrays), and raise their sessions' watermarks. Nodes of a session
+-- restarted or deleted since, or compacted away, are skipped; ON CONFLICT: two
+-- searchers may index the same nodes.
+CREATE OR REPLACE FUNCTION @schema@.search_index(
+    p_sids bigint[], p_nodes bigint[], p_summaries boolean[], p_created float8[],
+    p_lengths integer[], p_docs integer[], p_terms text[], p_tfs integer[]
+) RETURNS void
+LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+    WITH d AS (
+        SELECT d.i, d.sid, d.node, d.summary, d.length
+        FROM unnest(p_sids, p_nodes, p_summaries, p_created, p_lengths)
+             WITH ORDINALITY AS d(sid, node, summary, created, length, i)
+        JOIN @schema@.sessions s ON s.sid = d.sid AND s.created_at = d.created
+        JOIN @schema@.nodes n ON n.sid = d.sid AND n.node = d.node
+    ), docs AS (
+        INSERT INTO @schema@.search_docs (sid, node, summary, length)
+        SELECT d.sid, d.node, d.summary, d.length FROM d
+        ON CONFLICT DO NOTHING
+    ), postings AS (
+        INSERT INTO @schema@.search_postings (term, sid, node, tf, length, summary)
+        SELECT t.term, d.sid, d.node, t.tf, d.length, d.summary
+        FROM unnest(p_docs, p_terms, p_tfs) AS t(i, term, tf) JOIN d ON d.i = t.i
+        ON CONFLICT DO NOTHING
+    )
+    INSERT INTO @schema@.search_marks (sid, node)
+    SELECT d.sid, max(d.node) FROM d GROUP BY d.sid
+    ON CONFLICT (sid) DO UPDATE
+        SET node = greatest(@schema@.search_marks.node, excluded.node);
+END $$;
+
+-- search: the p_k best indexed nodes holding any of p_terms (Okapi BM25, k1 1.2,
+-- b 0.75, over the whole index's statistics, like SQLite's FTS5) among the live
+-- sessions named (NULL: all), best first, with their place in the full view (NULL:
+-- hidden; skipped unless p_hidden). Visibility as memvault.backends.lexical decides
+-- it: a summary is visible if the session's summary chain reaches it above base; a
+-- message if it lies on the chain from head above base (no walk when the session
+-- stores exactly depth messages).
+CREATE OR REPLACE FUNCTION @schema@.search(
+    p_sessions bytea[], p_terms text[], p_k integer, p_hidden boolean,
+    p_now double precision
+) RETURNS TABLE (name bytea, depth bigint, body text, place bigint, score float8)
+LANGUAGE plpgsql SET jit = off STABLE AS $$
+DECLARE
+    v_docs float8;
+    v_avg float8;
+    v_hit record;
+    v_row @schema@.sessions;
+    v_sums bigint[];
+    v_throughs bigint[];
+    v_linear boolean;
+    v_node bigint;
+    v_parent bigint;
+    v_depth bigint;
+    v_body text;
+    v_taken integer := 0;
+    v_terms text[];
+    v_idfs float8[];
+BEGIN
+    SELECT count(*), coalesce(avg(d.length), 1) INTO v_docs, v_avg FROM @schema@.search_docs d;
+    -- each word's idf first, in its own statement: inside the ranking query the
+    -- planner counted a word's postings again for every posting (1.3 s for 2,000)
+    SELECT array_agg(t.term), array_agg(ln(1 + (v_docs - c.n + 0.5) / (c.n + 0.5)))
+    INTO v_terms, v_idfs
+    FROM (SELECT DISTINCT unnest(p_terms) AS term) t
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM @schema@.search_postings p
+                        WHERE p.term = t.term) c;
+    FOR v_hit IN
+        WITH live AS (
+            SELECT s.sid FROM @schema@.sessions s
+            WHERE (p_sessions IS NULL OR s.name = ANY (p_sessions))
+              AND (s.expires_at IS NULL OR s.expires_at > p_now)
+        )
+        SELECT p.sid, p.node, bool_or(p.summary) AS summary,
+               sum(t.idf * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.length / v_avg)))
+                   AS score
+        FROM unnest(v_terms, v_idfs) AS t(term, idf)
+        JOIN @schema@.search_postings p ON p.term = t.term
+        JOIN live l ON l.sid = p.sid
+        GROUP BY p.sid, p.node
+        ORDER BY score DESC, p.sid, p.node
+    LOOP
+        EXIT WHEN v_taken >= p_k;
+        IF v_row.sid IS DISTINCT FROM v_hit.sid THEN
+            SELECT * INTO v_row FROM @schema@.sessions s WHERE s.sid = v_hit.sid;
+            v_sums := '{}';
+            v_throughs := '{}';
+            v_node := v_row.summary;
+            WHILE v_node <> 0 LOOP
+                SELECT n.depth, n.parent INTO v_depth, v_parent FROM @schema@.nodes n
+                WHERE n.sid = v_row.sid AND n.node = v_node;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010',
+                        DETAIL = v_row.through;
+                END IF;
+                EXIT WHEN v_depth <= v_row.base;
+                v_sums := v_sums || v_node;
+                v_throughs := v_throughs || v_depth;
+                v_node := v_parent;
+            END LOOP;
+            v_linear := NULL;
+        END IF;
+        SELECT n.depth, n.body INTO v_depth, v_body FROM @schema@.nodes n
+        WHERE n.sid = v_hit.sid AND n.node = v_hit.node;
+        CONTINUE WHEN NOT FOUND;
+        place := NULL;
+        IF v_hit.node = ANY (v_sums) THEN
+            place := v_depth - v_row.base
+                     + (SELECT count(*) FROM unnest(v_throughs) x WHERE x <= v_depth);
+        ELSIF NOT v_hit.summary AND v_row.base < v_depth AND v_depth <= v_row.depth THEN
+            IF v_linear IS NULL THEN
+                v_linear := (SELECT count(*) FROM @schema@.nodes n WHERE n.sid = v_row.sid)
+                    - (SELECT count(*) FROM @schema@.search_docs d
+                       WHERE d.sid = v_row.sid AND d.summary) = v_row.depth;
+            END IF;
+            IF v_linear OR (SELECT c.node FROM @schema@._chain(
+                    v_row.sid, v_row.head, v_row.depth, v_row.depth - v_depth + 1) c
+                    WHERE c.k = v_row.depth - v_depth + 1) = v_hit.node THEN
+                place := v_depth - v_row.base
+                         + (SELECT count(*) FROM unnest(v_throughs) x WHERE x < v_depth);
+            END IF;
+        END IF;
+        CONTINUE WHEN place IS NULL AND NOT p_hidden;
+        name := v_row.name;
+        depth := v_depth;
+        body := v_body;
+        score := v_hit.score;
+        RETURN NEXT;
+        v_taken := v_taken + 1;
+    END LOOP;
 END $$;

@@ -1,0 +1,606 @@
+"""Mutation testing of the code mutmut cannot see: the Redis Lua scripts and the
+PostgreSQL functions.
+
+Each mutant is one small change to one script (a comparison flipped, ``and`` for ``or``,
+a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted). The
+backend's sync contract class runs once clean in this process, noting which operations
+each test calls and how long it takes. Then, for each mutant: memvault is made to send the
+mutated script (in memory: the Lua text, or the SQL applied to each new schema); a mutant
+the server refuses to load is *stillborn* and not counted; the tests that call an
+operation reaching the changed code run in a pytest process of their own (this module is
+its plugin and installs the mutant there), cheapest killers first, until one fails. A
+mutant is *killed* when a test fails, *timed out* when the run takes three times its
+tests' clean time plus 30 s (counted as killed, as mutmut does), and *survived* when
+every test passes. Redis mutants run on a private redis-server, restarted after a
+timeout, so a looping script blocks nothing else; PostgreSQL runs get a
+``statement_timeout``. (Running each mutant as another pytest session inside one process
+was tried and dropped: some tests fail in a second session of the same process, which
+killed every mutant, as the no-op control test showed.)
+
+The multi-process contract tests (and the lost-write checker's) are left out: their
+worker processes would load the scripts unmutated from disk.
+
+    python tools/mutate_scripts.py redis --out mutation-redis.json
+    python tools/mutate_scripts.py postgres --list           # the catalogue, nothing run
+    python tools/mutate_scripts.py postgres --only 17 --only 40
+    python tools/mutate_scripts.py postgres --sample 150 --seed 1   # an estimate, faster
+
+Needs the servers the contract suite needs (PostgreSQL as in the README; ``redis-server``
+on the PATH). The results are in docs/testing.md, "Mutation score".
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BACKENDS = ROOT / "src" / "memvault" / "backends"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    files: tuple[str, ...]  # relative to src/memvault/backends
+    tests: str  # the pytest node id of the contract class
+    lang: str  # "lua" or "sql"
+
+
+TARGETS = {
+    "redis": Target(
+        "redis", ("redis_lua/common.lua", "redis_lua/read.lua", "redis_lua/write.lua"),
+        "tests/backends/test_contract_redis.py::TestRedis", "lua"),
+    "postgres": Target(
+        "postgres", ("postgres_sql/functions.sql",),
+        "tests/backends/test_contract_postgres.py::TestPostgres", "sql"),
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: int
+    file: str
+    line: int
+    operator: str
+    original: str
+    replacement: str
+    start: int
+    end: int
+
+    def apply(self, text: str) -> str:
+        return text[: self.start] + self.replacement + text[self.end :]
+
+
+# -- masking: operators are looked for outside comments and string literals --------------
+
+_LUA_SKIP = re.compile(r"--\[(=*)\[.*?\]\1\]|--[^\n]*|\[(=*)\[.*?\]\2\]|'(?:\\.|[^'\\\n])*'"
+                       r'|"(?:\\.|[^"\\\n])*"', re.S)
+_SQL_SKIP = re.compile(r"--[^\n]*|[Ee]?'(?:''|[^'])*'|\"(?:\"\"|[^\"])*\"", re.S)
+
+
+def masked(text: str, lang: str) -> str:
+    """``text`` with comments and literals blanked to spaces (offsets unchanged)."""
+    pattern = _LUA_SKIP if lang == "lua" else _SQL_SKIP
+    return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+# -- the catalogue ---------------------------------------------------------------------
+# (operator name, pattern over the masked text, replacement for the matched text)
+
+Rule = tuple[str, "re.Pattern[str]", Callable[[str], str]]
+
+
+def _swap(pairs: dict[str, str]) -> Callable[[str], str]:
+    lowered = {k.lower(): v for k, v in pairs.items()}
+
+    def replace(found: str) -> str:
+        new = lowered[found.lower()]
+        return new.lower() if found.islower() else new
+
+    return replace
+
+
+def _const(value: str) -> Callable[[str], str]:
+    return lambda _found: value
+
+
+_BINARY = r"(?<=[\w\)\]] )[+-](?= )"  # a spaced binary + or - (never a sign or a comment)
+_NUMBER = r"(?<![\w.])[01](?![\w.])"  # the constants 0 and 1
+
+LUA_RULES: list[Rule] = [
+    ("relational", re.compile(r"==|~=|<=|>=|(?<![<>=~])[<>](?!=)"),
+     _swap({"==": "~=", "~=": "==", "<=": "<", ">=": ">", "<": "<=", ">": ">="})),
+    ("logical", re.compile(r"\b(?:and|or)\b"), _swap({"and": "or", "or": "and"})),
+    ("negation", re.compile(r"\bnot\s+"), _const("")),
+    ("boolean", re.compile(r"\b(?:true|false)\b"), _swap({"true": "false", "false": "true"})),
+    ("arithmetic", re.compile(_BINARY), _swap({"+": "-", "-": "+"})),
+    ("constant", re.compile(_NUMBER), _swap({"0": "1", "1": "0"})),
+]
+
+SQL_RULES: list[Rule] = [
+    ("relational", re.compile(r"<>|!=|<=|>=|(?<![<>=!:])=(?![=>])|(?<![<>=\-])[<>](?![=>])"),
+     _swap({"=": "<>", "<>": "=", "!=": "=", "<=": "<", ">=": ">", "<": "<=", ">": ">="})),
+    ("logical", re.compile(r"(?i)\b(?:and|or)\b(?!\s+replace\b)"),
+     _swap({"AND": "OR", "OR": "AND"})),
+    ("negation", re.compile(r"(?i)\bnot\s+"), _const("")),
+    ("null-check", re.compile(r"(?i)\bis\s+null\b"), _const("IS NOT NULL")),
+    ("boolean", re.compile(r"(?i)\b(?:true|false)\b"), _swap({"TRUE": "FALSE", "FALSE": "TRUE"})),
+    ("order", re.compile(r"(?i)\b(?:asc|desc)\b"), _swap({"ASC": "DESC", "DESC": "ASC"})),
+    ("extreme", re.compile(r"(?i)\b(?:greatest|least)\b"),
+     _swap({"GREATEST": "LEAST", "LEAST": "GREATEST"})),
+    ("lock", re.compile(r"(?i)\bfor\s+update\b"), _const("")),
+    ("arithmetic", re.compile(_BINARY), _swap({"+": "-", "-": "+"})),
+    ("constant", re.compile(_NUMBER), _swap({"0": "1", "1": "0"})),
+]
+
+# A statement deleted: Lua, a call on a line of its own; SQL, a data-changing or raising
+# statement through its semicolon, replaced by a no-op.
+_LUA_CALL = re.compile(r"(?m)^[ \t]*(?:redis\.p?call|[a-z_]+)\([^\n]*\)[ \t]*$")
+_LUA_NOT_A_CALL = re.compile(r"^\s*(?:if|elseif|while|for|return|local|function|until)\b")
+_SQL_STATEMENT = re.compile(r"(?im)^[ \t]*(?:update|insert|delete|perform|raise)\b[^;]*;")
+
+
+def _deletions(text: str, mask: str, lang: str) -> Iterator[tuple[int, int, str]]:
+    if lang == "lua":
+        for m in _LUA_CALL.finditer(mask):
+            line = m.group()
+            if not _LUA_NOT_A_CALL.match(line) and line.count("(") == line.count(")"):
+                yield m.start(), m.end(), m.group()[: len(m.group()) - len(line.lstrip())]
+    else:
+        for m in _SQL_STATEMENT.finditer(mask):
+            indent = m.group()[: len(m.group()) - len(m.group().lstrip())]
+            yield m.start(), m.end(), f"{indent}NULL;"
+
+
+def catalogue(target: Target) -> list[Mutant]:
+    """Every mutant of ``target``'s scripts, numbered in a stable order."""
+    rules = LUA_RULES if target.lang == "lua" else SQL_RULES
+    found: list[tuple[str, int, str, str, int, int]] = []
+    for name in target.files:
+        text = (BACKENDS / name).read_text("utf-8")
+        mask = masked(text, target.lang)
+        for operator, pattern, replace in rules:
+            for m in pattern.finditer(mask):
+                found.append((name, m.start(), operator, replace(m.group()), m.start(), m.end()))
+        for start, end, replacement in _deletions(text, mask, target.lang):
+            found.append((name, start, "deletion", replacement, start, end))
+    found.sort(key=lambda f: (target.files.index(f[0]), f[1], f[2]))
+    mutants = []
+    for number, (name, _, operator, replacement, start, end) in enumerate(found, 1):
+        text = (BACKENDS / name).read_text("utf-8")
+        mutants.append(Mutant(number, name, text.count("\n", 0, start) + 1, operator,
+                              text[start:end], replacement, start, end))
+    return mutants
+
+
+# -- which operations reach a mutant ---------------------------------------------------
+# A script is cut into top-level units: a function, an operation's branch
+# (``if op == 'x'`` in Lua), or the rest ("top", run by every operation of its script).
+# A mutant is run only against the tests that called an operation reaching its unit.
+
+_LUA_UNIT = re.compile(r"(?m)^(?:local function (\w+)\(|(?:if|elseif) op == '(\w+)' then)")
+_LUA_END = re.compile(r"(?m)^(?:end\b|elseif\b|local function\b)")
+_SQL_UNIT = re.compile(r"(?m)^CREATE OR REPLACE FUNCTION @schema@\.(\w+)\(")
+_SQL_END = re.compile(r"(?m)^(?:CREATE|DROP)\b")
+
+
+@dataclass(frozen=True)
+class Unit:
+    file: str
+    name: str  # "fn:<name>", "op:<name>" or "top"
+    start: int
+    end: int
+
+
+def units(target: Target) -> list[Unit]:
+    """Every top-level unit of ``target``'s scripts, with its span."""
+    found: list[Unit] = []
+    head, tail = (_LUA_UNIT, _LUA_END) if target.lang == "lua" else (_SQL_UNIT, _SQL_END)
+    for file in target.files:
+        raw = (BACKENDS / file).read_text("utf-8")
+        text = masked(raw, target.lang)
+        spans = []
+        for m in head.finditer(raw):  # an operation's name is a string literal: unmasked
+            if text[m.start()] == " ":
+                continue  # inside a comment
+            after = tail.search(text, m.end())
+            stop = after.end() if after and after.group().startswith("end") else (
+                after.start() if after else len(text))
+            kind = "fn" if m.group(1) else "op"
+            spans.append(Unit(file, f"{kind}:{m.group(1) or m.group(2)}", m.start(), stop))
+        last = 0
+        for span in spans:
+            if span.start > last:
+                found.append(Unit(file, "top", last, span.start))
+            found.append(span)
+            last = span.end
+        found.append(Unit(file, "top", last, len(text)))
+    return found
+
+
+def entries_reaching(target: Target) -> dict[Unit, set[tuple[str, str]]]:
+    """For each unit, the entry points (script, operation) whose run can reach it."""
+    all_units = units(target)
+    texts = {f: masked((BACKENDS / f).read_text("utf-8"), target.lang) for f in target.files}
+    calls: dict[Unit, set[str]] = {}
+    names = {u.name[3:] for u in all_units if u.name.startswith("fn:")}
+    for u in all_units:
+        body = texts[u.file][u.start:u.end]
+        prefix = r"(?<![\w.])" if target.lang == "lua" else r"@schema@\."
+        calls[u] = {n for n in names if re.search(prefix + re.escape(n) + r"\(", body)}
+    by_function = {u.name[3:]: u for u in all_units if u.name.startswith("fn:")}
+
+    def closure(start: list[Unit]) -> set[Unit]:
+        seen: set[Unit] = set()
+        todo = list(start)
+        while todo:
+            u = todo.pop()
+            if u not in seen:
+                seen.add(u)
+                todo.extend(by_function[n] for n in calls[u])
+        return seen
+
+    reached: dict[Unit, set[tuple[str, str]]] = {u: set() for u in all_units}
+    if target.lang == "lua":
+        common = [u for u in all_units if u.file.endswith("common.lua") and u.name == "top"]
+        for script in ("read", "write"):
+            file = f"redis_lua/{script}.lua"
+            tops = [u for u in all_units if u.file == file and u.name == "top"]
+            for op in [u for u in all_units if u.file == file and u.name.startswith("op:")]:
+                for u in closure([op, *tops, *common]):
+                    reached[u].add((script, op.name[3:]))
+            for u in closure([*tops, *common]):  # an operation with no branch of its own
+                reached[u].add((script, "*"))
+    else:
+        for fn in by_function.values():
+            for u in closure([fn]):
+                reached[u].add(("sql", fn.name[3:]))
+    return reached
+
+
+# -- running: one pytest session, every mutant in turn ------------------------------------
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # killed, timeout, survived, stillborn
+    seconds: float
+    killer: str | None = None
+    why: str = ""  # the killing test's last line of failure
+
+
+class PrivateRedis:
+    """A redis-server of our own: a mutated script that never returns blocks only it."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--busy-reply-threshold", "500"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the private redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class Mutate:
+    """Runs the contract tests once clean (noting what each calls and how long it takes),
+    then, for each mutant, a fresh pytest session over the tests that reach it."""
+
+    def __init__(self, target: Target, keyword: str | None, test_seconds: float) -> None:
+        self.target = target
+        # The multi-process tests' workers would load the scripts unmutated from disk.
+        self.keyword = "not process and not lost_write"
+        if keyword:
+            self.keyword = f"({self.keyword}) and ({keyword})"
+        self.test_seconds = test_seconds
+        self.kills: Counter[str] = Counter()
+        self.reached = entries_reaching(target)
+        self.calls: dict[str, set[tuple[str, str]]] = {}  # test -> what it called
+        self.clean_seconds: Counter[str] = Counter()
+        self.clean_failed: list[str] = []
+        self.current = ""
+        self.redis = PrivateRedis() if target.name == "redis" else None
+        if self.redis is not None:
+            os.environ["MEMVAULT_TEST_REDIS_URL"] = self.redis.url
+        # A runaway mutated function stops on the server too, not only in the client.
+        os.environ["PGOPTIONS"] = f"-c statement_timeout={int(test_seconds * 1000)}"
+        from memvault.backends import postgres_migrations, redis_ops
+
+        self.clean_read, self.clean_write = redis_ops.READ, redis_ops.WRITE
+        self.clean_functions = postgres_migrations.functions
+        self.clean = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
+
+    def close(self) -> None:
+        self._install(self.clean)
+        if self.redis is not None:
+            self.redis.stop()
+
+    # -- applying a mutant in memory -------------------------------------------------
+
+    def _install(self, texts: dict[str, str]) -> None:
+        self.install(self.target, self.clean_read, self.clean_write, self.clean_functions,
+                     self.clean, texts)
+
+    @staticmethod
+    def install(target: Target, read: Any, write: Any, functions: Callable[[], str],
+                clean: dict[str, str], texts: dict[str, str]) -> None:
+        """Make memvault send ``texts`` (the scripts, one of them mutated, or all clean)."""
+        if target.name == "redis":
+            from memvault.backends import redis_ops
+
+            common = texts["redis_lua/common.lua"]
+            for name, script, file in (("READ", read, "redis_lua/read.lua"),
+                                       ("WRITE", write, "redis_lua/write.lua")):
+                text = f"{script.text.split(chr(10), 1)[0]}\n{common}\n{texts[file]}"
+                setattr(redis_ops, name, script if text == script.text else redis_ops.Script(
+                    text, hashlib.sha1(text.encode("utf-8")).hexdigest()))
+        else:
+            from memvault.backends import postgres_migrations
+
+            body = texts["postgres_sql/functions.sql"]
+            postgres_migrations.functions = (  # type: ignore[assignment]
+                functions if body == clean["postgres_sql/functions.sql"] else lambda: body)
+
+    def _compiles(self) -> bool:
+        try:
+            if self.target.name == "redis":
+                import redis
+
+                from memvault.backends import redis_ops
+
+                client = redis.Redis.from_url(os.environ["MEMVAULT_TEST_REDIS_URL"])
+                for script in (redis_ops.READ, redis_ops.WRITE):
+                    client.script_load(script.text)
+                client.close()
+            else:
+                from tests.support.postgres import SERVER, drop_schema
+
+                import memvault
+
+                schema = "mvtest_mut_" + uuid.uuid4().hex[:12]
+                try:
+                    memvault.open(f"{SERVER}{'&' if '?' in SERVER else '?'}schema={schema}").close()
+                finally:
+                    drop_schema(schema)
+        except Exception:
+            return False
+        return True
+
+    # -- pytest sessions ---------------------------------------------------------------
+
+    def _session(self, args: list[str], plugin: object) -> int:
+        """One pytest session, its terminal output swallowed."""
+        with contextlib.redirect_stdout(io.StringIO()):
+            return int(pytest.main([*args, "-p", "no:cacheprovider", "-q"], plugins=[plugin]))
+
+    def record(self) -> list[str]:
+        """Run the tests clean, noting what each calls; returns their node ids."""
+        import psycopg
+
+        from memvault.backends import redis_ops
+
+        mutate = self
+        seen: set[tuple[str, str]] = set()
+        read, eval_, execute = redis_ops.READ, redis_ops.Eval, psycopg.Connection.execute
+
+        @dataclass(frozen=True)
+        class Recorded(eval_):  # type: ignore[valid-type,misc]
+            def __post_init__(self) -> None:
+                op = self.args[0]
+                seen.add(("read" if self.script is read else "write",
+                          op.decode() if isinstance(op, bytes) else str(op)))
+
+        def recorded(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(query, str) and "CREATE OR REPLACE FUNCTION" not in query:
+                seen.update(("sql", n) for n in re.findall(r'"\.(\w+)\(', query))
+            return execute(conn, query, *args, **kwargs)
+
+        class Recorder:
+            @pytest.hookimpl(wrapper=True)
+            def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
+                seen.clear()
+                try:
+                    return (yield)
+                finally:
+                    mutate.calls[item.nodeid] = set(seen)
+
+            def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+                mutate.clean_seconds[report.nodeid] += report.duration
+                if report.failed:
+                    mutate.clean_failed.append(report.nodeid)
+
+        redis_ops.Eval = Recorded  # type: ignore[misc]
+        psycopg.Connection.execute = recorded  # type: ignore[method-assign]
+        try:
+            self._session([self.target.tests, "-k", self.keyword], Recorder())
+        finally:
+            redis_ops.Eval = eval_  # type: ignore[misc]
+            psycopg.Connection.execute = execute  # type: ignore[method-assign]
+        return sorted(self.calls)
+
+    def _reaching(self, mutant: Mutant) -> list[str]:
+        """The tests that call an operation reaching ``mutant``: cheap killers first (kills
+        per second of clean run; untried tests, the shortest first)."""
+        unit = next(u for u in self.reached
+                    if u.file == mutant.file and u.start <= mutant.start < u.end)
+        entries = self.reached[unit]
+        wanted = {e for e in entries if e[1] != "*"}
+        anything = {e[0] for e in entries if e[1] == "*"}
+        chosen = [t for t, calls in self.calls.items()
+                  if any(c in wanted or c[0] in anything for c in calls)]
+        return sorted(chosen, key=lambda t: -(self.kills[t] + 0.5)
+                      / max(self.clean_seconds.get(t, 1.0), 0.05))
+
+    def run(self, mutant: Mutant) -> Outcome:
+        """The mutant's tests in a pytest process of their own (this module as its plugin
+        installs the mutant in memory there): no state carries over from another run."""
+        started = time.monotonic()
+        self._install({**self.clean, mutant.file: mutant.apply(self.clean[mutant.file])})
+        try:
+            if not self._compiles():
+                return Outcome(mutant, "stillborn", time.monotonic() - started)
+        finally:
+            self._install(self.clean)
+        tests = self._reaching(mutant)
+        if not tests:
+            return Outcome(mutant, "survived", time.monotonic() - started)
+        limit = 30 + 3 * sum(self.clean_seconds.get(t, 0.0) for t in tests)
+        env = {**os.environ, MUTANT: json.dumps(asdict(mutant)),
+               "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent),
+                                              os.environ.get("PYTHONPATH", "")])}
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider",
+                   "-p", Path(__file__).stem, *tests]
+        try:
+            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                                  timeout=limit)
+        except subprocess.TimeoutExpired:
+            if self.redis is not None:
+                self.redis.restart()  # it may still be running a looping script
+            return Outcome(mutant, "timeout", time.monotonic() - started)
+        seconds = time.monotonic() - started
+        if done.returncode == 0:
+            return Outcome(mutant, "survived", seconds)
+        failed = [line.split()[1] for line in done.stdout.splitlines()
+                  if line.startswith(("FAILED ", "ERROR ")) and len(line.split()) > 1]
+        if not failed:
+            return Outcome(mutant, "killed", seconds, None, done.stdout.strip()[-300:])
+        killer = failed[0]
+        self.kills[killer] += 1
+        why = next((line for line in done.stdout.splitlines() if line.startswith("E ")), "")
+        return Outcome(mutant, "killed", seconds, killer.split("::")[-1], why[:300])
+
+
+# -- in the pytest process of one mutant ---------------------------------------------
+
+MUTANT = "MEMVAULT_MUTANT"  # the mutant (JSON) a run's pytest process installs
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """As the plugin of a mutant's pytest process: install the mutant in memory."""
+    spec = os.environ.get(MUTANT)
+    if not spec:
+        return
+    mutant = Mutant(**json.loads(spec))
+    target = next(t for t in TARGETS.values() if mutant.file in t.files)
+    from memvault.backends import postgres_migrations, redis_ops
+
+    clean = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
+    Mutate.install(target, redis_ops.READ, redis_ops.WRITE, postgres_migrations.functions,
+                   clean, {**clean, mutant.file: mutant.apply(clean[mutant.file])})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("target", choices=sorted(TARGETS))
+    parser.add_argument("--only", type=int, action="append", help="run these mutant ids")
+    parser.add_argument("--sample", type=int, metavar="N",
+                        help="run N mutants drawn at random (seeded by --seed)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--list", action="store_true", help="print the catalogue, run nothing")
+    parser.add_argument("--test-seconds", type=float, default=30.0,
+                        help="a test running longer than this (or three times its clean run) "
+                        "kills its mutant (timeout)")
+    parser.add_argument("--out", type=Path, help="write every outcome here (JSON)")
+    parser.add_argument("-k", dest="keyword", default=None,
+                        help="only the contract tests matching this pytest -k expression")
+    args = parser.parse_args(argv)
+    target = TARGETS[args.target]
+    mutants = catalogue(target)
+    if args.only:
+        mutants = [m for m in mutants if m.id in set(args.only)]
+    if args.sample is not None and args.sample < len(mutants):
+        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample),
+                         key=lambda m: m.id)
+    if args.list:
+        for m in mutants:
+            print(f"{m.id:4} {m.file}:{m.line} {m.operator}: {m.original.strip()!r} -> "
+                  f"{m.replacement.strip()!r}")
+        return 0
+    os.chdir(ROOT)
+    mutate = Mutate(target, args.keyword, args.test_seconds)
+    outcomes: list[Outcome] = []
+    try:
+        started = time.monotonic()
+        tests = mutate.record()
+        if mutate.clean_failed or not tests:
+            print(f"the tests fail (or none ran) without any mutant: {mutate.clean_failed}")
+            return 2
+        print(f"{target.name}: {len(mutants)} mutants, {len(tests)} tests, "
+              f"clean run {time.monotonic() - started:.1f} s", flush=True)
+        for n, mutant in enumerate(mutants, 1):
+            outcome = mutate.run(mutant)
+            outcomes.append(outcome)
+            print(f"[{n}/{len(mutants)}] #{mutant.id} {outcome.status:9} "
+                  f"{mutant.file}:{mutant.line} {mutant.operator} "
+                  f"{mutant.original.strip()[:40]!r} -> {mutant.replacement.strip()[:40]!r} "
+                  f"({outcome.seconds:.1f} s{', ' + outcome.killer if outcome.killer else ''})",
+                  flush=True)
+    finally:
+        mutate.close()
+    counts = Counter(o.status for o in outcomes)
+    killed = counts["killed"] + counts["timeout"]
+    scored = killed + counts["survived"]
+    score = killed / scored if scored else 0.0
+    print(f"{target.name}: {dict(counts)}; score {score:.1%} ({killed} of {scored}; "
+          f"stillborn not counted)")
+    for o in outcomes:
+        if o.status == "survived":
+            m = o.mutant
+            print(f"  survived #{m.id} {m.file}:{m.line} {m.operator}: "
+                  f"{m.original.strip()!r} -> {m.replacement.strip()!r}")
+    if args.out:
+        args.out.write_text(json.dumps(
+            {"target": target.name, "counts": dict(counts), "score": score,
+             "outcomes": [{**asdict(o.mutant), "status": o.status,
+                           "killer": o.killer, "why": o.why,
+                           "seconds": round(o.seconds, 2)} for o in outcomes]},
+            indent=1) + "\n")
+    return 0 if counts["survived"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

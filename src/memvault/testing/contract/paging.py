@@ -90,7 +90,8 @@ class PagingContract(ContractBase):
 
     def test_page_edges(self, store: Any) -> None:
         """An empty store gives one empty page; a last page that is full has no
-        cursor after it (no empty page to fetch); limit 1 works."""
+        cursor after it (no empty page to fetch); limit 1 works.
+        Failing: the backend fetches one row too few or too many per page."""
         page = store.sessions_page()
         assert page.sessions == [] and page.cursor is None
         for sid in "abcd":
@@ -124,7 +125,8 @@ class PagingContract(ContractBase):
 
     def test_match_filters_ids(self, store: Any) -> None:
         """``match`` keeps the ids containing the text, taken literally (no pattern
-        characters); pages of a filter walk like the others."""
+        characters); pages of a filter walk like the others.
+        Failing: match is passed to LIKE/GLOB/MATCH unescaped, or filters after paging."""
         for sid in [*ODD_IDS, "100", "ab", "axb", "c"]:
             store.session(sid).append(users(1))
         assert [i.session_id for i in walk(store, 2, match="%")] == ["100%"]
@@ -155,7 +157,8 @@ class PagingContract(ContractBase):
 
     def test_bad_page_arguments_are_refused(self, store: Any) -> None:
         """A bad limit, order, direction, match or cursor raises InvalidArgumentError,
-        and so does a cursor passed with another order or match than its own."""
+        and so does a cursor passed with another order or match than its own.
+        Failing: an argument check was bypassed and reached the backend."""
         for sid in "abc":
             store.session(sid).append(users(1))
         cursor = store.sessions_page(1).cursor

@@ -336,13 +336,11 @@ class Mutate:
         self.keyword = "not process and not lost_write"
         if keyword:
             self.keyword = f"({self.keyword}) and ({keyword})"
-        self.test_seconds = test_seconds
         self.kills: Counter[str] = Counter()
         self.reached = entries_reaching(target)
         self.calls: dict[str, set[tuple[str, str]]] = {}  # test -> what it called
         self.clean_seconds: Counter[str] = Counter()
         self.clean_failed: list[str] = []
-        self.current = ""
         self.redis = PrivateRedis() if target.name == "redis" else None
         if self.redis is not None:
             os.environ["MEMVAULT_TEST_REDIS_URL"] = self.redis.url
@@ -542,8 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--list", action="store_true", help="print the catalogue, run nothing")
     parser.add_argument("--test-seconds", type=float, default=30.0,
-                        help="a test running longer than this (or three times its clean run) "
-                        "kills its mutant (timeout)")
+                        help="PostgreSQL's statement_timeout in the mutants' runs (a mutant's "
+                        "run itself times out at 30 s plus three times its tests' clean time)")
     parser.add_argument("--out", type=Path, help="write every outcome here (JSON)")
     parser.add_argument("-k", dest="keyword", default=None,
                         help="only the contract tests matching this pytest -k expression")

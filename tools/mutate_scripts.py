@@ -615,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="PostgreSQL's statement_timeout in the mutants' runs (a mutant's "
                         "run itself times out at 30 s plus three times its tests' clean time)")
     parser.add_argument("--out", type=Path, help="write every outcome here (JSON)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="start no mutant after this many minutes (the rest are not run)")
     parser.add_argument("-k", dest="keyword", default=None,
                         help="only the contract tests matching this pytest -k expression")
     args = parser.parse_args(argv)
@@ -623,8 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         mutants = [m for m in mutants if m.id in set(args.only)]
     if args.sample is not None and args.sample < len(mutants):
-        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample),
-                         key=lambda m: m.id)
+        # in the drawn order: a run stopped by --minutes is still a random sample
+        mutants = random.Random(args.seed).sample(mutants, args.sample)
     texts = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
     if args.list:
         for m in mutants:
@@ -646,6 +648,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{target.name}: {len(mutants)} mutants, {len(tests)} tests, "
               f"clean run {time.monotonic() - started:.1f} s", flush=True)
         for n, mutant in enumerate(mutants, 1):
+            if args.minutes and time.monotonic() - started > 60 * args.minutes:
+                print(f"stopped after {args.minutes} minutes: {n - 1} of {len(mutants)} run")
+                break
             why = equivalent(mutant, texts[mutant.file])
             outcome = (Outcome(mutant, "equivalent", 0.0, None, why) if why
                        else mutate.run(mutant))

@@ -115,6 +115,14 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "redis.call('HSET', key, unpack(flat, first, math.min(first + 2 * SLICE - 1, #flat)))",
      71, "+", "each slice one pair longer: the next slice sets that pair again, to the "
      "same value"),
+    *((("redis_lua/read.lua",
+        "local head, top, count, base, summary, through = 0, 0, 0, 0, 0, 0", column, "1",
+        f"fork_read's initial {name}: {why}") for column, name, why in (
+        (49, "head", "used only with no row and no snapshot, when count is 0: no walk"),
+        (52, "top", "used only with no row and no snapshot, when count is 0: no walk"),
+        (58, "base", "read only after `summary ~= 0`, and the initial summary is 0"),
+        (61, "summary", "with the initial through (0) `through > base` is false anyway"),
+        (64, "through", "read only after `summary ~= 0`, and the initial summary is 0")))),
     ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base", 22, "1",
      "no summary is node 1 (summarize and fork store it after a message node), and "
      "with summary 0 through is 0 too, so `through > base` decides alone"),

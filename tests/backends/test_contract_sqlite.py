@@ -16,7 +16,7 @@ class SqliteContract:
     def store_url(self, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path}/memvault.db"
 
-    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str | bytes) -> None:
         path = store.options.url.removeprefix("sqlite:///")
         with sqlite3.connect(path) as db:
             changed = db.execute(

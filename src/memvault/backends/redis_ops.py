@@ -35,6 +35,7 @@ from memvault.errors import (
     hidden_through,
     message_missing,
     not_an_envelope,
+    not_utf8,
     session_exists,
     snapshot_exists,
     snapshot_missing,
@@ -240,7 +241,8 @@ def _event(session_id: str, index: int, value: bytes) -> Event:
 
 
 # What a script's {'corrupt', depth, what} reply found.
-_DAMAGE = {b"chain": broken_chain, b"missing": message_missing, b"envelope": not_an_envelope}
+_DAMAGE = {b"chain": broken_chain, b"missing": message_missing, b"envelope": not_an_envelope,
+           b"text": not_utf8}
 
 
 def _corrupt(session_id: str, reply: Any) -> CorruptRecordError | None:
@@ -256,7 +258,7 @@ def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
     try:
         return depth, body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptRecordError(session_id, depth, f"not UTF-8 text ({exc.reason})") from exc
+        raise not_utf8(session_id, depth) from exc
 
 
 def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:

@@ -83,6 +83,27 @@ if op == 'reindex' then
   return 1
 end
 
+-- The well-formed UTF-8 sequences of more than one byte (RFC 3629), by lead byte.
+local MULTIBYTE = {
+  '[\194-\223][\128-\191]',
+  '\224[\160-\191][\128-\191]', '[\225-\236\238\239][\128-\191][\128-\191]',
+  '\237[\128-\159][\128-\191]',
+  '\240[\144-\191][\128-\191][\128-\191]',
+  '[\241-\243][\128-\191][\128-\191][\128-\191]',
+  '\244[\128-\143][\128-\191][\128-\191]',
+}
+
+-- Whether s is UTF-8 text (cjson passes any bytes through). A lead byte fixes a
+-- sequence's length and never continues another, so each well-formed sequence can be
+-- blanked on its own; any byte above 127 left over is malformed.
+local function utf8(s)
+  for _, sequence in ipairs(MULTIBYTE) do
+    if not string.find(s, '[\128-\255]') then return true end
+    s = string.gsub(s, sequence, '.')
+  end
+  return not string.find(s, '[\128-\255]')
+end
+
 if op == 'delete' then
   -- ARGV[2]: now. 1 if the session existed and had not expired (expired keys the
   -- server has not dropped yet are removed too, and answer 0, like every read).
@@ -267,6 +288,7 @@ elseif op == 'pop' then
   if depth ~= expect then return {'corrupt', expect, 'chain'} end
   local message = redis.call('HGET', MSGS, node)
   if not message then return {'corrupt', depth, 'missing'} end
+  if not utf8(message) then return {'corrupt', depth, 'text'} end
   local ok, envelope = pcall(cjson.decode, message)
   if not ok or type(envelope) ~= 'table' or envelope.v ~= 1 or type(envelope.m) ~= 'table' then
     return {'corrupt', depth, 'envelope'}

@@ -299,7 +299,8 @@ elseif op == 'pop' then
     if parent ~= 0 then
       local previous = redis.call('HGET', LINKS, parent)
       if not previous then return {'corrupt', depth, 'missing'} end
-      _, through = parse_link(previous)
+      local _, previous_through = parse_link(previous)
+      through = previous_through
     end
     row.summary, row.through = parent, through
     commit(row, 'pop', head0, base0, {summary_id = id}, true)

@@ -138,6 +138,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "count) never read"),
     ("redis_lua/common.lua", "return messages(row.head, row.depth, count, false)", 44,
      "true", "performance only: the walk also cuts out message ids nobody reads"),
+    ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
+     "the full view's summary walk also takes a summary at exactly base; the view looks "
+     "up only depths above base, and the walk stops at the next one (only hand-made "
+     "damage to that next one's link, which compact never removes, would show)"),
     ("redis_lua/write.lua",
      "local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)", 72,
      "true", "performance only: summarize's walk also cuts out each node's message id "

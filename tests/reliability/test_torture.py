@@ -256,3 +256,24 @@ def test_the_settings_keep_their_former_name() -> None:
     from memvault.torture import Settings as Former
 
     assert Former is TortureSettings
+
+
+def test_an_interrupted_run_leaves_no_worker_running(tmp_path: Path) -> None:
+    """Ctrl-C (a KeyboardInterrupt out of the progress callback) must stop every worker
+    before run_torture returns: left to the interpreter's exit, a worker whose start was
+    interrupted is unknown to multiprocessing and appends on forever, holding its
+    parent's stdout open (a caller reading it to the end never returns)."""
+    import multiprocessing
+
+    calls = [0]
+
+    def interrupt(status: Any) -> None:
+        calls[0] += 1
+        if status.phase == "running" and calls[0] > 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_torture(f"sqlite:///{tmp_path}/t.db",
+                    TortureSettings(writers=2, readers=1, seconds=60, kill_rate=0),
+                    progress=interrupt)
+    assert multiprocessing.active_children() == []

@@ -121,6 +121,16 @@ class _Fleet:
                 self.log(e="exit", w=self.incarnation[slot], code=proc.exitcode, at=time.time())
                 self.start(slot)
 
+    def close(self) -> None:
+        """Stop every worker (after Ctrl-C or an error, none may outlive the run). The
+        flag also stops one whose start was interrupted: multiprocessing never learnt
+        of it, so only the flag reaches it."""
+        self.stop.value = 1
+        for proc in self.procs:
+            if proc is not None and proc.is_alive():
+                proc.kill()
+                proc.join()
+
     def totals(self) -> tuple[int, int]:
         values = list(self.counters)
         return sum(values[0::2]), sum(values[1::2])
@@ -328,14 +338,16 @@ def run_torture(store: str | Opener, settings: TortureSettings | None = None,
         parent.flush()
 
     status, rng = Status(), random.Random(seed)
+    fleet = _Fleet(assignment, settings, log)
     try:
-        _hammer(_Fleet(assignment, settings, log), _Strikes(server, proxy, settings, rng, log),
-                settings, rng, status, progress)
+        _hammer(fleet, _Strikes(server, proxy, settings, rng, log), settings, rng, status,
+                progress)
         if proxy is not None:
             proxy.close()
             log(e="cuts", **proxy.cuts)
         state = _final_state(opener, sessions, status, progress)
     finally:
+        fleet.close()
         if proxy is not None:
             proxy.close()
         parent.close()

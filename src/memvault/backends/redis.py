@@ -260,7 +260,7 @@ class RedisBackend:
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
-        self._ops = Operations(Layout(config.prefix))
+        self._ops = Operations(Layout(config.prefix), indexed=not config.cluster)
         self._cluster = config.cluster
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
         no_retry = redis.retry.Retry(NoBackoff(), 0)
@@ -377,7 +377,7 @@ class AsyncRedisBackend:
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
-        self._ops = Operations(Layout(config.prefix))
+        self._ops = Operations(Layout(config.prefix), indexed=not config.cluster)
         self._cluster = config.cluster
         kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
         no_retry = redis.asyncio.retry.Retry(NoBackoff(), 0)

@@ -3,8 +3,105 @@
 -- for None. The server refuses the whole script when it is out of memory.
 local op = ARGV[1]
 
+-- The session index (docs/redis.md, "Listing sessions"), kept by every write in the
+-- same step. Only on a single server: on a cluster the scripts get the session's six
+-- keys alone (no key outside its slot) and pages scan the key space.
+--   KEYS[7]      hash        session id -> its sort keys: version, length, updated,
+--                            expires (never: NEVER), 8 bytes each (sortable below)
+--   KEYS[8..12]  sorted sets by id, version, length, updated, expires; every score 0,
+--                            so they are ordered by member bytes (ZRANGEBYLEX): the id
+--                            alone, or the sort key's 8 bytes then the id
+local INDEXED, INDEX = #KEYS > 6, KEYS[7]
+local NEVER = 1e308
+
+-- A number as 8 bytes that compare (memcmp) as the numbers do: the IEEE 754 double,
+-- big-endian, with the sign bit flipped (or, if negative, every bit).
+-- redis_ops.sortable is its Python twin.
+local function sortable(x)
+  local packed = struct.pack('>d', x + 0)
+  if x >= 0 then return string.char(string.byte(packed) + 128) .. string.sub(packed, 2) end
+  local b = {string.byte(packed, 1, 8)}
+  for i = 1, 8 do b[i] = 255 - b[i] end
+  return string.char(unpack(b))
+end
+
+-- This session's id: its keys' hash tag, percent-decoded.
+local function session_id()
+  local tag = string.match(META, '{([^}]*)}')
+  return (string.gsub(tag, '%%(%x%x)', function(h) return string.char(tonumber(h, 16)) end))
+end
+
+local function unindex(id)
+  local old = redis.call('HGET', INDEX, id)
+  if not old then return end
+  redis.call('ZREM', KEYS[8], id)
+  for i = 1, 4 do redis.call('ZREM', KEYS[8 + i], string.sub(old, 8 * i - 7, 8 * i) .. id) end
+  redis.call('HDEL', INDEX, id)
+end
+
+-- Index the session `r` as last updated at `updated` and expiring at `expiry`.
+local function index(r, updated, expiry)
+  local id = session_id()
+  local new = sortable(r.version) .. sortable(view_length(r)) .. sortable(updated) ..
+              sortable(expiry)
+  local old = redis.call('HGET', INDEX, id)
+  if old == new then return end
+  if not old then redis.call('ZADD', KEYS[8], 0, id) end
+  for i = 1, 4 do
+    local was, key = old and string.sub(old, 8 * i - 7, 8 * i), string.sub(new, 8 * i - 7, 8 * i)
+    if was ~= key then
+      if was then redis.call('ZREM', KEYS[8 + i], was .. id) end
+      redis.call('ZADD', KEYS[8 + i], 0, key .. id)
+    end
+  end
+  redis.call('HSET', INDEX, id, new)
+end
+
+-- Unindex up to `count` sessions that expired before `now`: Redis drops their keys by
+-- TTL without running a script, so each write that creates a session clears up to two
+-- of them (the index grows only there: the entries of expired sessions cannot pile up).
+local function prune(now, count)
+  local gone = redis.call('ZRANGEBYLEX', KEYS[12], '-', '(' .. sortable(now), 'LIMIT', 0, count)
+  for _, member in ipairs(gone) do unindex(string.sub(member, 9)) end
+end
+
 local function drop_all()
   redis.call('DEL', META, MSGS, LINKS, IDS, SNAPS, LOG)
+  if INDEXED then unindex(session_id()) end
+end
+
+if op == 'reindex' then
+  -- ARGV[2]: now. Index the session as stored, or unindex it if it is gone or expired
+  -- (a stale entry a page met, or the first listing of a store written before the
+  -- index existed). 1 if it is live.
+  local row = live(tonumber(ARGV[2]))
+  if not row then
+    unindex(session_id())
+    return 0
+  end
+  index(row, tonumber(row.updated), row.expires and tonumber(row.expires) or NEVER)
+  return 1
+end
+
+-- The well-formed UTF-8 sequences of more than one byte (RFC 3629), by lead byte.
+local MULTIBYTE = {
+  '[\194-\223][\128-\191]',
+  '\224[\160-\191][\128-\191]', '[\225-\236\238\239][\128-\191][\128-\191]',
+  '\237[\128-\159][\128-\191]',
+  '\240[\144-\191][\128-\191][\128-\191]',
+  '[\241-\243][\128-\191][\128-\191][\128-\191]',
+  '\244[\128-\143][\128-\191][\128-\191]',
+}
+
+-- Whether s is UTF-8 text (cjson passes any bytes through). A lead byte fixes a
+-- sequence's length and never continues another, so each well-formed sequence can be
+-- blanked on its own; any byte above 127 left over is malformed.
+local function utf8(s)
+  for _, sequence in ipairs(MULTIBYTE) do
+    if not string.find(s, '[\128-\255]') then return true end
+    s = string.gsub(s, sequence, '.')
+  end
+  return not string.find(s, '[\128-\255]')
 end
 
 if op == 'delete' then
@@ -93,6 +190,7 @@ local row = live(now)
 local function start(current)
   if current then return current end
   drop_all()
+  if INDEXED then prune(now, 2) end
   return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0,
           run = 1, summary = 0, through = 0}
 end
@@ -143,11 +241,12 @@ local function commit(r, name, head0, base0, detail, bump)
   redis.call('RPUSH', LOG, cjson.encode({r.version, name, writer, now_text, head0, base0,
                                          r.head, r.base, detail}))
   if expires ~= '' then
-    for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expire_ms) end
+    for k = 1, 6 do redis.call('PEXPIREAT', KEYS[k], expire_ms) end
   elseif r.expires then
     redis.call('HDEL', META, 'expires')
-    for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
+    for k = 1, 6 do redis.call('PERSIST', KEYS[k]) end
   end
+  if INDEXED then index(r, now, tonumber(expires) or NEVER) end
 end
 
 if op == 'append' then
@@ -189,6 +288,7 @@ elseif op == 'pop' then
   if depth ~= expect then return {'corrupt', expect, 'chain'} end
   local message = redis.call('HGET', MSGS, node)
   if not message then return {'corrupt', depth, 'missing'} end
+  if not utf8(message) then return {'corrupt', depth, 'text'} end
   local ok, envelope = pcall(cjson.decode, message)
   if not ok or type(envelope) ~= 'table' or envelope.v ~= 1 or type(envelope.m) ~= 'table' then
     return {'corrupt', depth, 'envelope'}
@@ -199,7 +299,8 @@ elseif op == 'pop' then
     if parent ~= 0 then
       local previous = redis.call('HGET', LINKS, parent)
       if not previous then return {'corrupt', depth, 'missing'} end
-      _, through = parse_link(previous)
+      local _, previous_through = parse_link(previous)
+      through = previous_through
     end
     row.summary, row.through = parent, through
     commit(row, 'pop', head0, base0, {summary_id = id}, true)

@@ -108,19 +108,25 @@ class CorruptionContract(ContractBase):
         assert (s.info().version, s.info().length) == (1, 3)
         assert [e.op for e in s.log()] == ["append"]
 
-    def test_undecodable_head_leaves_pop_undone(self, store: Any) -> None:
-        """pop of a message that cannot be decoded raises CorruptRecordError and
-        changes nothing. Failing: pop committed before decoding, so a retry popped a
-        second message.
+    @pytest.mark.parametrize("body", [
+        "not json", b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}'],
+        ids=["not-json", "not-utf8"])
+    def test_undecodable_head_leaves_pop_undone(self, store: Any, body: str | bytes) -> None:
+        """pop of a message that cannot be decoded (not JSON; an envelope whose bytes
+        are not UTF-8) raises CorruptRecordError naming it and changes nothing.
+        Failing: pop committed before decoding, so a retry popped a second message;
+        on Redis a body that is not UTF-8 was popped, then the reply raised.
         """
         self.require("corrupt")
         s = store.session("victim")
         s.append(users(2))
-        self.corrupt(store, "victim", 2, "not json")
+        self.corrupt(store, "victim", 2, body)
         for _ in range(2):
-            with pytest.raises(CorruptRecordError):
+            with pytest.raises(CorruptRecordError) as err:
                 s.pop()
+            assert (err.value.session_id, err.value.depth) == ("victim", 2)
         assert (s.info().version, s.info().length) == (1, 2)
+        assert [e.op for e in s.log()] == ["append"]
 
     @pytest.mark.parametrize(("kind", "read", "named"), [
         ("event", "log", "event"), ("snapshot", "snapshots", "'here'")])

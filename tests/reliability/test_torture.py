@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -277,3 +278,23 @@ def test_an_interrupted_run_leaves_no_worker_running(tmp_path: Path) -> None:
                     TortureSettings(writers=2, readers=1, seconds=60, kill_rate=0),
                     progress=interrupt)
     assert multiprocessing.active_children() == []
+
+
+def test_slow_worker_starts_do_not_eat_the_run(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load, starting the workers can take longer than a short run: the run's
+    seconds count from when they are all started, so its kills still happen."""
+    from memvault.torture import runner
+
+    start = runner._Fleet.start
+
+    def slow_start(fleet: Any, slot: int) -> None:
+        start(fleet, slot)
+        if fleet.next_worker <= len(fleet.roles):  # the first starts only, not restarts
+            time.sleep(0.6)
+
+    monkeypatch.setattr(runner._Fleet, "start", slow_start)
+    path = run_torture(f"sqlite:///{tmp_path}/t.db",
+                       TortureSettings(writers=2, readers=0, seconds=1, kill_rate=20, seed=3))
+    report = audit_history(path)
+    assert report.ok and report.kills > 0, report.kills

@@ -173,12 +173,12 @@ class _Strikes:
 
 def _hammer(fleet: _Fleet, strikes: _Strikes, settings: TortureSettings,
             rng: random.Random, status: Status, progress: Progress | None) -> None:
+    for slot in range(len(fleet.roles)):  # before the clock: slow starts under load
+        fleet.start(slot)                   # must not eat the run's seconds
     started = time.monotonic()
     deadline = started + settings.seconds
     next_kill = started + rng.expovariate(settings.kill_rate) if settings.kill_rate else deadline
     next_strike = strikes.after(started)
-    for slot in range(len(fleet.roles)):
-        fleet.start(slot)
     status.phase = "running"
     while (now := time.monotonic()) < deadline:
         if now >= next_strike:

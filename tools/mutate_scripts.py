@@ -138,6 +138,20 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "count) never read"),
     ("redis_lua/common.lua", "return messages(row.head, row.depth, count, false)", 44,
      "true", "performance only: the walk also cuts out message ids nobody reads"),
+    *(("redis_lua/read.lua",
+        "base, summary, through = snap[3], snap[8] or 0, snap[9] or 0", column, "1",
+        "the default for a snapshot stored before summaries (both fields absent): with "
+        "summary 0 through is never read, and with summary 1 through 0 is no more than "
+        "base, so no summary either") for column in (45, 59)),
+    ("redis_lua/write.lua", "if reached[node] and reached[node] <= base then break end",
+     35, "<", "performance only: compact's walk goes on down a stretch an earlier walk "
+     "already covered from the same base, marking the same nodes"),
+    ("redis_lua/write.lua",
+     "if dropped > 0 then redis.call('LTRIM', LOG, dropped, -1) end", 11, ">=",
+     "with nothing to drop it sends LTRIM log 0 -1, which keeps the whole list"),
+    ("redis_lua/write.lua", "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
+     35, "0", "performance only: every append starts a new run at its first node, a "
+     "valid (shorter) run, so reads walk the chain more often"),
     ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
      "the full view's summary walk also takes a summary at exactly base; the view looks "
      "up only depths above base, and the walk stops at the next one (only hand-made "
@@ -146,9 +160,12 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)", 72,
      "true", "performance only: summarize's walk also cuts out each node's message id "
      "(one string.sub a node), which it never reads"),
-    ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base", 22, "1",
-     "no summary is node 1 (summarize and fork store it after a message node), and "
-     "with summary 0 through is 0 too, so `through > base` decides alone"),
+    *(((file, line, 22 if file.endswith("common.lua") else 14, "1",
+        "no summary is node 1 (summarize and fork store it after a message node), and "
+        "with summary 0 through is 0 too, so `through > base` decides alone")
+       for file, line in (
+           ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base"),
+           ("redis_lua/read.lua", "if summary ~= 0 and through > base then")))),
 ]
 
 

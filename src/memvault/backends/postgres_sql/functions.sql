@@ -26,6 +26,8 @@
 -- compact became compact_plan + compact_step, bounded steps each its own transaction,
 -- and _garbage refuses a broken chain as the engine does.
 -- Version 7 added the search vectors' functions (vector_space ... put_vectors).
+-- Then pop refused an envelope whose "v" is not 1 or whose "m" is not an object too
+-- (it committed, then the client's decode raised), as the Redis script does.
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -309,13 +311,18 @@ BEGIN
         RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth;
     END IF;
     BEGIN
-        v_envelope := v_node.body::json;
+        -- json operators de-escape the strings they pass, and text cannot hold the
+        -- NUL a message may carry escaped: each NUL escape becomes one of U+0001
+        -- here (the same shape, so the same JSON structure), for these checks only.
+        v_envelope := replace(v_node.body, chr(92) || 'u0000', chr(92) || 'u0001')::json;
     EXCEPTION WHEN invalid_text_representation OR statement_too_complex THEN
         v_envelope := NULL;  -- not JSON, or nested too deep to parse
     END;
-    -- (Only the whole: reading a field de-escapes the body's strings, and text
-    -- cannot hold the NUL a message may carry as \u0000.)
-    IF json_typeof(v_envelope) IS DISTINCT FROM 'object' THEN
+    -- The Redis script checks the same: an object, "v" 1, "m" an object.
+    -- (No cast that could fail, and no CASE: its THEN would end the IF's condition.)
+    IF json_typeof(v_envelope) IS DISTINCT FROM 'object'
+       OR (v_envelope -> 'v')::text IS DISTINCT FROM '1'
+       OR json_typeof(v_envelope -> 'm') IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'not a memvault envelope' USING ERRCODE = 'MV011',
             DETAIL = v_depth;
     END IF;

@@ -96,6 +96,39 @@ class SummariesContract(ContractBase):
             s.summarize(Message.system("X"), through="")
         assert (s.info().version, texts(s.history(full=True))) == state
 
+    def test_summary_through_a_trimmed_message_is_refused(self, store: Any) -> None:
+        """A ``through`` that trim hid (still stored, still on the chain below base) is
+        refused like a popped one, and nothing is written. Failing: only a through
+        both below base and above the head was refused (Redis's check with ``or``
+        made ``and`` survived), so a summary covered hidden messages.
+        """
+        s = store.session("s")
+        msgs = users(4)
+        s.append(msgs)
+        s.trim(keep_last=2)
+        version = s.info().version
+        with pytest.raises(InvalidMessageError):
+            s.summarize(Message.system("X"), through=msgs[1].id)
+        assert s.info().version == version and texts(s.history()) == ["m2", "m3"]
+
+    def test_compact_keeps_a_summary_only_a_snapshot_holds(self, store: Any) -> None:
+        """A summary that pop undid, still held by a snapshot, survives compact (even
+        with every event dropped): rolling back to the snapshot brings it back.
+        Failing: compact kept only the summaries the session itself points at
+        (Redis's snapshot summaries read as 0 survived the suite).
+        """
+        s = store.session("s")
+        msgs = users(3)
+        s.append(msgs)
+        s.summarize(Message.system("S"), through=msgs[2].id)
+        s.snapshot("cp")
+        s.pop()  # nothing after the summary: pop undoes it
+        assert texts(s.history()) == ["m0", "m1", "m2"]
+        store.compact(keep_events=0)
+        s.rollback("cp")
+        assert texts(s.history()) == ["S"]
+        assert texts(s.history(full=True)) == ["m0", "m1", "m2", "S"]
+
     def test_summary_through_a_summary_is_refused(self, store: Any) -> None:
         """A summary is not on the chain: it cannot be summarized through.
         Failing: the chain check trusts the depth alone."""

@@ -109,6 +109,7 @@ class TtlContract(ContractBase):
             assert other.pop() is None and other.info() is None
             assert s.append(users(1, "new"), expect_version=0) == 1
             assert texts(s.history()) == ["new0"] and s.info().version == 1
+            assert s.snapshots() == [] and [e.op for e in s.log()] == ["append"]
         finally:
             store.close()
 

@@ -110,6 +110,11 @@ def version_conflict(session_id: str, current: int, expected: int) -> ConflictEr
     return ConflictError(f"session {session_id!r} is at version {current}, expected {expected}")
 
 
+def not_stored(session_id: str, msg_id: str) -> ConflictError:
+    """``expect_message`` is not stored in the session."""
+    return ConflictError(f"session {session_id!r} does not store message {msg_id!r}")
+
+
 def session_exists(session_id: str) -> ConflictError:
     """A fork onto a live session."""
     return ConflictError(f"session {session_id!r} already exists")

@@ -181,13 +181,17 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
 
-    def append(self, messages: Sequence[MessageLike], *, expect_version: int | None = None) -> int:
+    def append(self, messages: Sequence[MessageLike], *, expect_version: int | None = None,
+               expect_message: str | None = None) -> int:
         """Append messages atomically, in order, after the current head.
 
         Args:
             messages: Messages (or mappings of their fields); 1 to ``max_batch``.
             expect_version: compare-and-set: raise ConflictError unless the session is
                 at this version (0 for a session that does not exist yet).
+            expect_message: compare-and-set: raise ConflictError unless the session
+                stores a message of this id (visible or hidden). Unlike a version, an
+                id tells a session deleted and made again from the one it was.
 
         Returns:
             The session's version after the append. A batch whose ids are all stored
@@ -196,10 +200,12 @@ class Session:
         Raises:
             InvalidMessageError: bad input; nothing was written.
             DuplicateMessageError: the batch mixes stored and new ids.
-            ConflictError: ``expect_version`` did not match.
+            ConflictError: ``expect_version`` did not match, or ``expect_message`` is not
+                stored (checked in that order, after the ids).
         """
         records = self._store.embedded(self.id, self._opts.encode(messages, expect_version))
-        return self._backend.append(self.id, records, expect_version, self._opts.write())
+        return self._backend.append(self.id, records, expect_version, expect_message,
+                                    self._opts.write())
 
     def history(self, last: int | None = None, *, full: bool = False,
                 at_version: int | None = None) -> list[Message]:

@@ -43,7 +43,7 @@ def outcome(backend: Any, op: str, args: list[Any], records: list[Record], w: Wr
     """What one operation returned, or the type and message of what it raised."""
     try:
         if op == "append":
-            return ("ok", backend.append(args[0], records, args[2], w))
+            return ("ok", backend.append(args[0], records, args[2], None, w))
         if op == "compact":
             return ("ok", backend.compact(args[0], w.now))
         if op == "delete":
@@ -138,7 +138,7 @@ def test_sessions_stored_without_a_run_read_the_same() -> None:
     def append(*ids: str) -> None:
         records = [encode_message(Message.user(i, id=i), 1 << 20) for i in ids]
         for b in (reference, redis_backend):
-            b.append("s", records, None, w)
+            b.append("s", records, None, None, w)
 
     client = raw_client(url)
     try:

@@ -315,9 +315,10 @@ class RedisBackend:
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int:
-        return self._run(self._ops.append(session_id, records, expect_version, w))
+        return self._run(self._ops.append(session_id, records, expect_version, expect_message, w))
 
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> list[Stored]:
@@ -439,9 +440,11 @@ class AsyncRedisBackend:
         await self._run(self._ops.put_vectors(items))
 
     async def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int:
-        return await self._run(self._ops.append(session_id, records, expect_version, w))
+        return await self._run(self._ops.append(session_id, records, expect_version,
+                                                expect_message, w))
 
     async def history(self, session_id: str, last: int | None, now: float,
                       full: bool = False) -> list[Stored]:

@@ -32,6 +32,7 @@ from memvault.errors import (
     hidden_through,
     message_missing,
     not_an_envelope,
+    not_stored,
     session_exists,
     snapshot_exists,
     snapshot_missing,
@@ -314,17 +315,20 @@ class Operations:
             yield from self.put_vectors(items)
 
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> Op[int]:
         yield from self._vectors_first(records)
         reply = yield self._write(session_id, "append", w, _none(expect_version),
-                                  *_pairs(records))
+                                  expect_message or "", *_pairs(records))
         status = reply[0]
         if status == b"duplicate":
             stored = sorted(_text(i) for i in reply[1:])
             raise duplicate_ids(session_id, len(stored), len(records), stored[0])
         if status == b"conflict":
             raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
+        if status == b"not_stored":
+            raise not_stored(session_id, str(expect_message))
         return int(reply[1])
 
     def history(self, session_id: str, last: int | None, now: float,

@@ -151,12 +151,13 @@ local function commit(r, name, head0, base0, detail, bump)
 end
 
 if op == 'append' then
-  -- ARGV[6] expected version, then (id, message) pairs.
-  local count = (#ARGV - 6) / 2
+  -- ARGV[6] expected version, ARGV[7] expected message id ('' for none), then
+  -- (id, message) pairs.
+  local count = (#ARGV - 7) / 2
   local stored = {}
   if row then
     local ids = {}
-    for i = 7, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+    for i = 8, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
     local nodes = hmget(IDS, ids)
     for k = 1, #ids do
       if nodes[k] then stored[#stored + 1] = ids[k] end
@@ -169,9 +170,12 @@ if op == 'append' then
   end
   local current = row and row.version or 0
   if ARGV[6] ~= '' and tonumber(ARGV[6]) ~= current then return {'conflict', current} end
+  if ARGV[7] ~= '' and not (row and redis.call('HEXISTS', IDS, ARGV[7]) == 1) then
+    return {'not_stored'}
+  end
   row = start(row)
   local head0, base0 = row.head, row.base
-  add_nodes(row, 7)
+  add_nodes(row, 8)
   commit(row, 'append', head0, base0, {messages = count}, true)
   return {'ok', row.version}
 elseif op == 'pop' then

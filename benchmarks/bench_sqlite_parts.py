@@ -3,7 +3,7 @@ with the whole call and with raw sqlite3, in one run (durability="normal").
 
 Run from the repository root::
 
-    python benchmarks/sqlite_parts.py --runs 5
+    python benchmarks/bench_sqlite_parts.py --runs 5
 
 Append parts (each on its own database file, warmed past the first checkpoint):
 

@@ -3,17 +3,19 @@ PostgreSQL functions.
 
 Each mutant is one small change to one script (a comparison flipped, ``and`` for ``or``,
 a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted). The
-backend's sync contract class runs once clean in this process, noting which operations
-each test calls and how long it takes. Then, for each mutant: memvault is made to send the
-mutated script (in memory: the Lua text, or the SQL applied to each new schema); a mutant
-the server refuses to load is *stillborn* and not counted; the tests that call an
-operation reaching the changed code run in a pytest process of their own (this module is
-its plugin and installs the mutant there), cheapest killers first, until one fails. A
-mutant is *killed* when a test fails, *timed out* when the run takes three times its
-tests' clean time plus 30 s, twice (the second time with four times as long: a busy
-machine is not a kill), counted as killed as mutmut does, and *survived* when
-every test passes. Redis mutants run on a private redis-server, restarted after a
-timeout, so a looping script blocks nothing else; PostgreSQL runs get a
+backend's sync contract class (for Redis also its model and damaged-data tests, which
+reach stored formats the contract cannot) runs once clean in this process, noting which
+operations each test calls and how long it takes. Then, for each mutant: memvault is made
+to send the mutated script (in memory: the Lua text, or the SQL applied to each new
+schema); a mutant the server refuses to load is *stillborn* and not counted; one listed
+in ``EQUIVALENT`` is not run and not counted; the tests that call an operation reaching
+the changed code run in a pytest process of their own (this module is its plugin and
+installs the mutant there), cheapest killers first, until one fails. A mutant is
+*killed* when a test fails, *timed out* when the run takes three times its tests' clean
+time plus 30 s, twice (the second time with four times as long: a busy machine is not a
+kill), counted as killed as mutmut does, and *survived* when every test passes. Redis
+mutants run on a private redis-server, restarted after a timeout or while a looping
+script keeps it busy, so such a script blocks nothing else; PostgreSQL runs get a
 ``statement_timeout``. (Running each mutant as another pytest session inside one process
 was tried and dropped: some tests fail in a second session of the same process, which
 killed every mutant, as the no-op control test showed.)
@@ -61,17 +63,18 @@ BACKENDS = ROOT / "src" / "memvault" / "backends"
 class Target:
     name: str
     files: tuple[str, ...]  # relative to src/memvault/backends
-    tests: str  # the pytest node id of the contract class
+    tests: tuple[str, ...]  # pytest node ids: the sync contract class, the backend's own
     lang: str  # "lua" or "sql"
 
 
 TARGETS = {
     "redis": Target(
         "redis", ("redis_lua/common.lua", "redis_lua/read.lua", "redis_lua/write.lua"),
-        "tests/backends/test_contract_redis.py::TestRedis", "lua"),
+        ("tests/backends/test_contract_redis.py::TestRedis",
+         "tests/backends/test_redis_model.py", "tests/backends/test_redis_corrupt.py"), "lua"),
     "postgres": Target(
         "postgres", ("postgres_sql/functions.sql",),
-        "tests/backends/test_contract_postgres.py::TestPostgres", "sql"),
+        ("tests/backends/test_contract_postgres.py::TestPostgres",), "sql"),
 }
 
 
@@ -108,6 +111,44 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ("redis_lua/common.lua",
      "for k = 1, math.min(left, want) do guess[k] = node - k + 1 end", 8, "0",
      "also sets guess[0], which unpack() and # never read: the same HMGET"),
+    ("redis_lua/common.lua",
+     "redis.call('HSET', key, unpack(flat, first, math.min(first + 2 * SLICE - 1, #flat)))",
+     71, "+", "each slice one pair longer: the next slice sets that pair again, to the "
+     "same value"),
+    *((("redis_lua/read.lua",
+        "local head, top, count, base, summary, through = 0, 0, 0, 0, 0, 0", column, "1",
+        f"fork_read's initial {name}: {why}") for column, name, why in (
+        (49, "head", "used only with no row and no snapshot, when count is 0: no walk"),
+        (52, "top", "used only with no row and no snapshot, when count is 0: no walk"),
+        (58, "base", "read only after `summary ~= 0`, and the initial summary is 0"),
+        (61, "summary", "with the initial through (0) `through > base` is false anyway"),
+        (64, "through", "read only after `summary ~= 0`, and the initial summary is 0")))),
+    ("redis_lua/common.lua",
+     "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0", 63, "1",
+     "chain's initial `used`: the first guess is the node itself, so the loop always "
+     "sets used (or returns) before it is read"),
+    *((("redis_lua/common.lua", "if row.run and row.head - row.run + 1 >= count then",
+        column, new, "performance only: newest() walks the chain instead of taking the "
+        "run's shortcut for a length or two more; the walk reads the same nodes (on a "
+        "damaged chain the same CorruptRecordError, its reason saying chain, not "
+        "message)") for column, new in (
+        (34, "-"), (36, "0"), (38, ">")))),
+    ("redis_lua/common.lua", "for i = 1, count do", 8, "0",
+     "newest() also sets nodes[0] and depths[0], which hmget() and every caller (1 to "
+     "count) never read"),
+    ("redis_lua/common.lua", "return messages(row.head, row.depth, count, false)", 44,
+     "true", "performance only: the walk also cuts out message ids nobody reads"),
+    ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
+     "the full view's summary walk also takes a summary at exactly base; the view looks "
+     "up only depths above base, and the walk stops at the next one (only hand-made "
+     "damage to that next one's link, which compact never removes, would show)"),
+    ("redis_lua/write.lua",
+     "local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)", 72,
+     "true", "performance only: summarize's walk also cuts out each node's message id "
+     "(one string.sub a node), which it never reads"),
+    ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base", 22, "1",
+     "no summary is node 1 (summarize and fork store it after a message node), and "
+     "with summary 0 through is 0 too, so `through > base` decides alone"),
 ]
 
 
@@ -416,8 +457,9 @@ class Mutate:
 
     def _compiles(self) -> bool:
         """Whether the server takes the mutated scripts (False: stillborn). A server that
-        does not answer says nothing of the mutant: the private redis-server is started
-        again (something may have killed it); PostgreSQL gone stops the run."""
+        does not answer, or is still busy with the last mutant's looping script, says
+        nothing of this mutant: the private redis-server is started again; PostgreSQL
+        gone stops the run."""
         if self.target.name == "redis":
             import redis
 
@@ -430,8 +472,10 @@ class Mutate:
                     for script in (redis_ops.READ, redis_ops.WRITE):
                         client.script_load(script.text)
                     return True
-                except redis.ResponseError:
-                    return False
+                except redis.ResponseError as exc:
+                    if not str(exc).startswith("BUSY"):
+                        return False
+                    self.redis.restart()  # a looping script of the last mutant runs on
                 except redis.ConnectionError:
                     self.redis.restart()
                 finally:
@@ -499,7 +543,7 @@ class Mutate:
         redis_ops.Eval = Recorded  # type: ignore[misc]
         psycopg.Connection.execute = recorded  # type: ignore[method-assign]
         try:
-            self._session([self.target.tests, "-k", self.keyword], Recorder())
+            self._session([*self.target.tests, "-k", self.keyword], Recorder())
         finally:
             redis_ops.Eval = eval_  # type: ignore[misc]
             psycopg.Connection.execute = execute  # type: ignore[method-assign]
@@ -602,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="PostgreSQL's statement_timeout in the mutants' runs (a mutant's "
                         "run itself times out at 30 s plus three times its tests' clean time)")
     parser.add_argument("--out", type=Path, help="write every outcome here (JSON)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="start no mutant after this many minutes (the rest are not run)")
     parser.add_argument("-k", dest="keyword", default=None,
                         help="only the contract tests matching this pytest -k expression")
     args = parser.parse_args(argv)
@@ -610,8 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         mutants = [m for m in mutants if m.id in set(args.only)]
     if args.sample is not None and args.sample < len(mutants):
-        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample),
-                         key=lambda m: m.id)
+        # in the drawn order: a run stopped by --minutes is still a random sample
+        mutants = random.Random(args.seed).sample(mutants, args.sample)
     texts = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
     if args.list:
         for m in mutants:
@@ -633,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{target.name}: {len(mutants)} mutants, {len(tests)} tests, "
               f"clean run {time.monotonic() - started:.1f} s", flush=True)
         for n, mutant in enumerate(mutants, 1):
+            if args.minutes and time.monotonic() - started > 60 * args.minutes:
+                print(f"stopped after {args.minutes} minutes: {n - 1} of {len(mutants)} run")
+                break
             why = equivalent(mutant, texts[mutant.file])
             outcome = (Outcome(mutant, "equivalent", 0.0, None, why) if why
                        else mutate.run(mutant))

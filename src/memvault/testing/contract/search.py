@@ -124,6 +124,23 @@ class SearchContract(ContractBase):
         asked = {h.session_id for h in store.search("plum", k=3, sessions=["a", "b"])}
         assert asked <= {"a", "b"} and len(store.search("plum", k=3, sessions=["a", "b"])) == 3
 
+    def test_a_deleted_session_leaves_the_ranking_as_it_was(self, store: Any) -> None:
+        """Once a session is deleted, its messages no longer weigh in the ranking's
+        statistics: a short and a long match rank as they did before it existed
+        (where the statistics span the store, its long messages, once indexed, put
+        the long match first). Failing: the index statistics kept a deleted session's
+        documents (PostgreSQL's purge leaving its search_docs rows survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user("melon"),
+                  Message.user("melon melon melon " + " ".join(f"w{i}" for i in range(7)))])
+        before = [h.message.content for h in s.search("melon")]
+        gone = store.session("gone")
+        gone.append([Message.user(" ".join(f"x{i}" for i in range(2000))) for _ in range(3)])
+        assert len(store.search("melon")) == 2  # every session indexed
+        gone.delete()
+        assert [h.message.content for h in s.search("melon")] == before
+
     @pytest.mark.parametrize("seed", range(3))
     def test_hits_are_the_full_view_after_random_pops_and_rollbacks(
             self, store: Any, seed: int) -> None:

@@ -9,9 +9,9 @@ The contenders append one 2-message turn to one session, each under its own key
 prefix (deleted at the end), with the same sliding TTL:
 
 - raw redis-py: ``MULTI`` of ``RPUSH`` and ``EXPIRE`` (``bench_redis.Raw``);
-- memvault: the current code, whose write script also keeps the index (one hash
-  entry and five sorted-set entries per session; each write also unindexes up to two
-  expired sessions);
+- memvault: the current code, whose write script also keeps the index (a session in
+  five sorted sets: four ``ZADD`` a write, one more and the expiry probe when it
+  creates the session);
 - memvault before the index: the same store code running the write script of
   ``--before`` (the last commit without the index), without the index's keys.
 

@@ -123,6 +123,29 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         (58, "base", "read only after `summary ~= 0`, and the initial summary is 0"),
         (61, "summary", "with the initial through (0) `through > base` is false anyway"),
         (64, "through", "read only after `summary ~= 0`, and the initial summary is 0")))),
+    ("redis_lua/common.lua",
+     "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0", 63, "1",
+     "chain's initial `used`: the first guess is the node itself, so the loop always "
+     "sets used (or returns) before it is read"),
+    *((("redis_lua/common.lua", "if row.run and row.head - row.run + 1 >= count then",
+        column, new, "performance only: newest() walks the chain instead of taking the "
+        "run's shortcut for a length or two more; the walk reads the same nodes (on a "
+        "damaged chain the same CorruptRecordError, its reason saying chain, not "
+        "message)") for column, new in (
+        (34, "-"), (36, "0"), (38, ">")))),
+    ("redis_lua/common.lua", "for i = 1, count do", 8, "0",
+     "newest() also sets nodes[0] and depths[0], which hmget() and every caller (1 to "
+     "count) never read"),
+    ("redis_lua/common.lua", "return messages(row.head, row.depth, count, false)", 44,
+     "true", "performance only: the walk also cuts out message ids nobody reads"),
+    ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
+     "the full view's summary walk also takes a summary at exactly base; the view looks "
+     "up only depths above base, and the walk stops at the next one (only hand-made "
+     "damage to that next one's link, which compact never removes, would show)"),
+    ("redis_lua/write.lua",
+     "local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)", 72,
+     "true", "performance only: summarize's walk also cuts out each node's message id "
+     "(one string.sub a node), which it never reads"),
     ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base", 22, "1",
      "no summary is node 1 (summarize and fork store it after a message node), and "
      "with summary 0 through is 0 too, so `through > base` decides alone"),

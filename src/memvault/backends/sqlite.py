@@ -194,6 +194,21 @@ WITH RECURSIVE chain(node, k) AS (
 ) SELECT node FROM chain WHERE node <> 0
 """
 
+# history(full=True) of a linear session in one statement: every node ever made
+# (ids 1 .. next_node - 1) is the message at the depth of its id, so the full view
+# is the nodes above base in id order, read as a range instead of walked (10,000
+# nodes: 117 -> 33 ms, load 22). The session's row comes first (node columns NULL),
+# then the nodes; none unless the session is linear.
+_FULL_LINEAR = """
+SELECT s.depth - s.base, s.next_node - 1 = s.depth, NULL, NULL, NULL
+FROM sessions s WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now)
+UNION ALL
+SELECT NULL, NULL, n.node, n.depth, n.body
+FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node > s.base
+WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now)
+  AND s.next_node - 1 = s.depth
+"""
+
 # history() in one statement: the live session's depth and how many nodes to read
 # (those above the floor, the higher of base and the summary's through; at most
 # :count, -1: all), then the chain walked back from head, newest first, never more
@@ -615,10 +630,22 @@ class SqliteBackend(IndexedEngine):
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> list[Stored]:
         """The engine's context view as one statement: a single statement reads one
-        consistent snapshot, so it needs no transaction (four round trips saved)."""
-        if full:
-            return super().history(session_id, last, now, full)
+        consistent snapshot, so it needs no transaction (four round trips saved); the
+        full view of a linear session too (``_FULL_LINEAR``)."""
         db = self._connect()
+        if full:
+            try:
+                rows = db.execute(_FULL_LINEAR, {"name": session_id, "now": now}).fetchall()
+            except sqlite3.Error as exc:
+                raise _driver_error(db, exc) from exc
+            if not rows:
+                return []
+            length, linear = rows[0][0], rows[0][1]
+            nodes = sorted(rows[1:], key=lambda r: r[2])
+            if not linear or len(nodes) != length:  # not linear, or a node is missing
+                return super().history(session_id, last, now, full)
+            out = [(r[3], r[4]) for r in nodes]
+            return out if last is None else out[len(out) - min(last, len(out)):]
         try:
             rows = db.execute(_HISTORY, {
                 "name": session_id, "now": now, "count": -1 if last is None else last,

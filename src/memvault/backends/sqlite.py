@@ -123,6 +123,10 @@ MIGRATIONS = {
     # keyed by (sid, node) wrote more pages, not fewer: its interior pages hold
     # whole rows, a few bodies each.) Events are stored in the order of their (sid,
     # id) key, replacing the events_sid index; id counts each session's events.
+    # The upgrade copies both tables once, in the opening process's write
+    # transaction (other writers wait, up to their busy_timeout): 200,000 messages
+    # in 10,000 sessions (a 150 MB file) took 3.2 s at load 8, and the file grew to
+    # 287 MB (the old tables' pages stay in it, free for reuse; VACUUM returns them).
     5: f"""
     CREATE TABLE nodes_5 (
         id INTEGER PRIMARY KEY, sid INTEGER NOT NULL, node INTEGER NOT NULL,

@@ -52,6 +52,7 @@ from memvault.backends.redis_ops import Eval, Layout, Operations, Script, _conte
 from memvault.torture.servers import RedisServer
 
 LUA = "src/memvault/backends/redis_lua"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Before(Operations):
@@ -69,7 +70,7 @@ def old_write_script(revision: str) -> Script:
     """write.lua as ``revision`` had it (with its common.lua), as Script.load builds it."""
     def show(name: str) -> str:
         return subprocess.run(["git", "show", f"{revision}:{LUA}/{name}"], check=True,
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, cwd=ROOT).stdout
 
     text = f"#!lua\n{show('common.lua')}\n{show('write.lua')}"
     return Script(text, hashlib.sha1(text.encode("utf-8")).hexdigest())

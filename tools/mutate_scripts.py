@@ -3,16 +3,19 @@ PostgreSQL functions.
 
 Each mutant is one small change to one script (a comparison flipped, ``and`` for ``or``,
 a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted). The
-backend's sync contract class runs once clean in this process, noting which operations
-each test calls and how long it takes. Then, for each mutant: memvault is made to send the
-mutated script (in memory: the Lua text, or the SQL applied to each new schema); a mutant
-the server refuses to load is *stillborn* and not counted; the tests that call an
-operation reaching the changed code run in a pytest process of their own (this module is
-its plugin and installs the mutant there), cheapest killers first, until one fails. A
-mutant is *killed* when a test fails, *timed out* when the run takes three times its
-tests' clean time plus 30 s (counted as killed, as mutmut does), and *survived* when
-every test passes. Redis mutants run on a private redis-server, restarted after a
-timeout, so a looping script blocks nothing else; PostgreSQL runs get a
+backend's sync contract class (for Redis also its model and damaged-data tests, which
+reach stored formats the contract cannot) runs once clean in this process, noting which
+operations each test calls and how long it takes. Then, for each mutant: memvault is made
+to send the mutated script (in memory: the Lua text, or the SQL applied to each new
+schema); a mutant the server refuses to load is *stillborn* and not counted; one listed
+in ``EQUIVALENT`` is not run and not counted; the tests that call an operation reaching
+the changed code run in a pytest process of their own (this module is its plugin and
+installs the mutant there), cheapest killers first, until one fails. A mutant is
+*killed* when a test fails, *timed out* when the run takes three times its tests' clean
+time plus 30 s, twice (the second time with four times as long: a busy machine is not a
+kill), counted as killed as mutmut does, and *survived* when every test passes. Redis
+mutants run on a private redis-server, restarted after a timeout or while a looping
+script keeps it busy, so such a script blocks nothing else; PostgreSQL runs get a
 ``statement_timeout``. (Running each mutant as another pytest session inside one process
 was tried and dropped: some tests fail in a second session of the same process, which
 killed every mutant, as the no-op control test showed.)
@@ -60,17 +63,18 @@ BACKENDS = ROOT / "src" / "memvault" / "backends"
 class Target:
     name: str
     files: tuple[str, ...]  # relative to src/memvault/backends
-    tests: str  # the pytest node id of the contract class
+    tests: tuple[str, ...]  # pytest node ids: the sync contract class, the backend's own
     lang: str  # "lua" or "sql"
 
 
 TARGETS = {
     "redis": Target(
         "redis", ("redis_lua/common.lua", "redis_lua/read.lua", "redis_lua/write.lua"),
-        "tests/backends/test_contract_redis.py::TestRedis", "lua"),
+        ("tests/backends/test_contract_redis.py::TestRedis",
+         "tests/backends/test_redis_model.py", "tests/backends/test_redis_corrupt.py"), "lua"),
     "postgres": Target(
         "postgres", ("postgres_sql/functions.sql",),
-        "tests/backends/test_contract_postgres.py::TestPostgres", "sql"),
+        ("tests/backends/test_contract_postgres.py::TestPostgres",), "sql"),
 }
 
 
@@ -87,6 +91,71 @@ class Mutant:
 
     def apply(self, text: str) -> str:
         return text[: self.start] + self.replacement + text[self.end :]
+
+    def site(self, text: str) -> tuple[str, str, int, str]:
+        """Where the mutant is, in terms that outlive edits elsewhere in the file: the
+        file, its line (stripped), the column in that stripped line, the replacement."""
+        first = text.rfind("\n", 0, self.start) + 1
+        line = text[first:text.find("\n", self.start)]
+        indent = len(line) - len(line.lstrip())
+        return self.file, line.strip(), self.start - first - indent, self.replacement
+
+
+# -- equivalent mutants: they cannot change what any caller sees -----------------------
+# (file, the mutated line stripped, column in it, replacement, why it is equivalent).
+# They are not run and not counted; docs/testing.md lists them. Performance-only changes
+# are here only with that said. `python tools/mutate_scripts.py redis --list` shows
+# each mutant's site.
+
+EQUIVALENT: list[tuple[str, str, int, str, str]] = [
+    ("redis_lua/common.lua",
+     "for k = 1, math.min(left, want) do guess[k] = node - k + 1 end", 8, "0",
+     "also sets guess[0], which unpack() and # never read: the same HMGET"),
+    ("redis_lua/common.lua",
+     "redis.call('HSET', key, unpack(flat, first, math.min(first + 2 * SLICE - 1, #flat)))",
+     71, "+", "each slice one pair longer: the next slice sets that pair again, to the "
+     "same value"),
+    *((("redis_lua/read.lua",
+        "local head, top, count, base, summary, through = 0, 0, 0, 0, 0, 0", column, "1",
+        f"fork_read's initial {name}: {why}") for column, name, why in (
+        (49, "head", "used only with no row and no snapshot, when count is 0: no walk"),
+        (52, "top", "used only with no row and no snapshot, when count is 0: no walk"),
+        (58, "base", "read only after `summary ~= 0`, and the initial summary is 0"),
+        (61, "summary", "with the initial through (0) `through > base` is false anyway"),
+        (64, "through", "read only after `summary ~= 0`, and the initial summary is 0")))),
+    ("redis_lua/common.lua",
+     "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0", 63, "1",
+     "chain's initial `used`: the first guess is the node itself, so the loop always "
+     "sets used (or returns) before it is read"),
+    *((("redis_lua/common.lua", "if row.run and row.head - row.run + 1 >= count then",
+        column, new, "performance only: newest() walks the chain instead of taking the "
+        "run's shortcut for a length or two more; the walk reads the same nodes (on a "
+        "damaged chain the same CorruptRecordError, its reason saying chain, not "
+        "message)") for column, new in (
+        (34, "-"), (36, "0"), (38, ">")))),
+    ("redis_lua/common.lua", "for i = 1, count do", 8, "0",
+     "newest() also sets nodes[0] and depths[0], which hmget() and every caller (1 to "
+     "count) never read"),
+    ("redis_lua/common.lua", "return messages(row.head, row.depth, count, false)", 44,
+     "true", "performance only: the walk also cuts out message ids nobody reads"),
+    ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
+     "the full view's summary walk also takes a summary at exactly base; the view looks "
+     "up only depths above base, and the walk stops at the next one (only hand-made "
+     "damage to that next one's link, which compact never removes, would show)"),
+    ("redis_lua/write.lua",
+     "local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)", 72,
+     "true", "performance only: summarize's walk also cuts out each node's message id "
+     "(one string.sub a node), which it never reads"),
+    ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base", 22, "1",
+     "no summary is node 1 (summarize and fork store it after a message node), and "
+     "with summary 0 through is 0 too, so `through > base` decides alone"),
+]
+
+
+def equivalent(mutant: Mutant, text: str) -> str | None:
+    """Why ``mutant`` (of ``text``, its file's clean text) is equivalent, if it is listed."""
+    site = mutant.site(text)
+    return next((e[4] for e in EQUIVALENT if e[:4] == site), None)
 
 
 # -- masking: operators are looked for outside comments and string literals --------------
@@ -282,10 +351,10 @@ def entries_reaching(target: Target) -> dict[Unit, set[tuple[str, str]]]:
 @dataclass
 class Outcome:
     mutant: Mutant
-    status: str  # killed, timeout, survived, stillborn
+    status: str  # killed, timeout, survived, stillborn, equivalent
     seconds: float
     killer: str | None = None
-    why: str = ""  # the killing test's last line of failure
+    why: str = ""  # the killing test's last line of failure (equivalent: the reason)
 
 
 class PrivateRedis:
@@ -315,6 +384,9 @@ class PrivateRedis:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("the private redis-server did not start")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
         if self.process is not None:
@@ -384,28 +456,45 @@ class Mutate:
                 functions if body == clean["postgres_sql/functions.sql"] else lambda: body)
 
     def _compiles(self) -> bool:
-        try:
-            if self.target.name == "redis":
-                import redis
+        """Whether the server takes the mutated scripts (False: stillborn). A server that
+        does not answer, or is still busy with the last mutant's looping script, says
+        nothing of this mutant: the private redis-server is started again; PostgreSQL
+        gone stops the run."""
+        if self.target.name == "redis":
+            import redis
 
-                from memvault.backends import redis_ops
+            from memvault.backends import redis_ops
 
-                client = redis.Redis.from_url(os.environ["MEMVAULT_TEST_REDIS_URL"])
-                for script in (redis_ops.READ, redis_ops.WRITE):
-                    client.script_load(script.text)
-                client.close()
-            else:
-                from tests.support.postgres import SERVER, drop_schema
-
-                import memvault
-
-                schema = "mvtest_mut_" + uuid.uuid4().hex[:12]
+            assert self.redis is not None
+            for _ in range(2):
+                client = redis.Redis.from_url(self.redis.url)
                 try:
-                    memvault.open(f"{SERVER}{'&' if '?' in SERVER else '?'}schema={schema}").close()
+                    for script in (redis_ops.READ, redis_ops.WRITE):
+                        client.script_load(script.text)
+                    return True
+                except redis.ResponseError as exc:
+                    if not str(exc).startswith("BUSY"):
+                        return False
+                    self.redis.restart()  # a looping script of the last mutant runs on
+                except redis.ConnectionError:
+                    self.redis.restart()
                 finally:
-                    drop_schema(schema)
+                    client.close()
+            raise RuntimeError("the private redis-server does not answer")
+        from tests.support.postgres import SERVER, drop_schema
+
+        import memvault
+        from memvault.errors import BackendUnavailableError
+
+        schema = "mvtest_mut_" + uuid.uuid4().hex[:12]
+        try:
+            memvault.open(f"{SERVER}{'&' if '?' in SERVER else '?'}schema={schema}").close()
+        except BackendUnavailableError:
+            raise
         except Exception:
             return False
+        finally:
+            drop_schema(schema)
         return True
 
     # -- pytest sessions ---------------------------------------------------------------
@@ -454,7 +543,7 @@ class Mutate:
         redis_ops.Eval = Recorded  # type: ignore[misc]
         psycopg.Connection.execute = recorded  # type: ignore[method-assign]
         try:
-            self._session([self.target.tests, "-k", self.keyword], Recorder())
+            self._session([*self.target.tests, "-k", self.keyword], Recorder())
         finally:
             redis_ops.Eval = eval_  # type: ignore[misc]
             psycopg.Connection.execute = execute  # type: ignore[method-assign]
@@ -492,12 +581,26 @@ class Mutate:
                                               os.environ.get("PYTHONPATH", "")])}
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider",
                    "-p", Path(__file__).stem, *tests]
-        try:
-            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=limit)
-        except subprocess.TimeoutExpired:
-            if self.redis is not None:
-                self.redis.restart()  # it may still be running a looping script
+        # A busy machine can slow a run past the limit: a timeout counts only when a
+        # second run, with four times the time, times out too. A run during which the
+        # private redis-server died (killed from outside) is no verdict: it runs again.
+        allowed, deaths = [limit, 4 * limit], 0
+        while allowed:
+            try:
+                done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True,
+                                      text=True, timeout=allowed[0])
+            except subprocess.TimeoutExpired:
+                allowed.pop(0)
+                if self.redis is not None:
+                    self.redis.restart()  # it may still be running a looping script
+                continue
+            if self.redis is None or self.redis.alive():
+                break
+            deaths += 1
+            if deaths == 3:
+                raise RuntimeError("the private redis-server keeps dying")
+            self.redis.restart()
+        else:
             return Outcome(mutant, "timeout", time.monotonic() - started)
         seconds = time.monotonic() - started
         if done.returncode == 0:
@@ -543,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="PostgreSQL's statement_timeout in the mutants' runs (a mutant's "
                         "run itself times out at 30 s plus three times its tests' clean time)")
     parser.add_argument("--out", type=Path, help="write every outcome here (JSON)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="start no mutant after this many minutes (the rest are not run)")
     parser.add_argument("-k", dest="keyword", default=None,
                         help="only the contract tests matching this pytest -k expression")
     args = parser.parse_args(argv)
@@ -551,12 +656,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         mutants = [m for m in mutants if m.id in set(args.only)]
     if args.sample is not None and args.sample < len(mutants):
-        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample),
-                         key=lambda m: m.id)
+        # in the drawn order: a run stopped by --minutes is still a random sample
+        mutants = random.Random(args.seed).sample(mutants, args.sample)
+    texts = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
     if args.list:
         for m in mutants:
+            _, line, column, _ = m.site(texts[m.file])
+            why = equivalent(m, texts[m.file])
             print(f"{m.id:4} {m.file}:{m.line} {m.operator}: {m.original.strip()!r} -> "
-                  f"{m.replacement.strip()!r}")
+                  f"{m.replacement.strip()!r} (column {column} of {line[:60]!r})"
+                  f"{' EQUIVALENT: ' + why if why else ''}")
         return 0
     os.chdir(ROOT)
     mutate = Mutate(target, args.keyword, args.test_seconds)
@@ -570,7 +679,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{target.name}: {len(mutants)} mutants, {len(tests)} tests, "
               f"clean run {time.monotonic() - started:.1f} s", flush=True)
         for n, mutant in enumerate(mutants, 1):
-            outcome = mutate.run(mutant)
+            if args.minutes and time.monotonic() - started > 60 * args.minutes:
+                print(f"stopped after {args.minutes} minutes: {n - 1} of {len(mutants)} run")
+                break
+            why = equivalent(mutant, texts[mutant.file])
+            outcome = (Outcome(mutant, "equivalent", 0.0, None, why) if why
+                       else mutate.run(mutant))
             outcomes.append(outcome)
             print(f"[{n}/{len(mutants)}] #{mutant.id} {outcome.status:9} "
                   f"{mutant.file}:{mutant.line} {mutant.operator} "
@@ -584,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     scored = killed + counts["survived"]
     score = killed / scored if scored else 0.0
     print(f"{target.name}: {dict(counts)}; score {score:.1%} ({killed} of {scored}; "
-          f"stillborn not counted)")
+          f"stillborn and equivalent not counted)")
     for o in outcomes:
         if o.status == "survived":
             m = o.mutant

@@ -177,6 +177,11 @@ def not_an_envelope(session_id: str, depth: int) -> CorruptRecordError:
     return CorruptRecordError(session_id, depth, "not a memvault envelope")
 
 
+def not_utf8(session_id: str, depth: int) -> CorruptRecordError:
+    """A stored body whose bytes are not UTF-8 text."""
+    return CorruptRecordError(session_id, depth, "not UTF-8 text")
+
+
 __all__ = [
     "BackendError",
     "BackendUnavailableError",

@@ -16,9 +16,8 @@ changes (``version``, ``length``, ``updated``, ``expires``) may move past the
 cursor or behind it; ordered by ``id`` it never moves.
 
 Each backend reports, with each session, its key as the backend compares it (a
-float kept exactly; Redis's index keeps times to the millisecond): the cursor
-carries that, so a page starts exactly after the last one whatever rounding
-``SessionInfo``'s datetimes apply.
+float kept exactly): the cursor carries that, so a page starts exactly after the
+last one whatever rounding ``SessionInfo``'s datetimes apply.
 """
 
 from __future__ import annotations

@@ -16,10 +16,12 @@ lexical one by reciprocal rank fusion (:func:`fuse`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from memvault.backends.base import Stored
 from memvault.embedders import Embedder
@@ -138,7 +140,7 @@ class Index:
                 for r, entry in zip(records, self.entries(texts, raw), strict=True)]
 
     # Searches: the docs of the full views, the keys to read, then the texts to embed.
-    def docs(self, views: Iterable[tuple[str, list[Stored]]]) -> list[Doc]:
+    def docs(self, views: Iterable[tuple[str, list[Stored]]]) -> Docs:
         """The docs of the full views as stored (session id, ``(depth, body)``s): a
         body seen before is not decoded again (its key is remembered: a function of
         the body), so a search decodes only the bodies it has not seen and its hits."""
@@ -146,18 +148,23 @@ class Index:
         if self.held > KEYS:
             keys.clear()
             self.held = 0
-        docs = []
+        parts = []
         for sid, stored in views:
-            for pos, (depth, body) in enumerate(stored, 1):
-                key = keys.get(body)
-                if key is None:
-                    key = keys[body] = text_key(text_of(decode_message(sid, depth, body)))
-                    self.held += len(body)
-                docs.append(Doc(sid, pos, depth, body, key))
-        return docs
+            found = list(map(keys.get, [body for _, body in stored]))  # no loop in Python
+            if None in found:
+                for i, key in enumerate(found):
+                    if key is None:
+                        depth, body = stored[i]
+                        key = found[i] = keys.get(body)  # the same body earlier in the view
+                        if key is None:
+                            key = found[i] = keys[body] = text_key(
+                                text_of(decode_message(sid, depth, body)))
+                            self.held += len(body)
+            parts.append((sid, stored, cast(list[str], found)))  # no None left
+        return Docs(parts)
 
-    def unknown(self, docs: Sequence[Doc]) -> list[str]:
-        return list({d.key for d in docs if d.key not in self.cache})
+    def unknown(self, docs: Docs) -> list[str]:
+        return list(set(docs.keys).difference(self.cache))
 
     def remember(self, found: dict[str, bytes]) -> None:
         np = _numpy()
@@ -166,8 +173,10 @@ class Index:
         for key, blob in found.items():
             self.cache[key] = np.frombuffer(blob, dtype="<f4")
 
-    def to_embed(self, query: str, docs: Sequence[Doc]) -> list[str]:
+    def to_embed(self, query: str, docs: Docs) -> list[str]:
         """The query, then the texts of the docs with no vector stored."""
+        if not set(docs.keys).difference(self.cache):
+            return [query]
         return [query, *{d.text(): None for d in docs if d.key not in self.cache}]
 
     def table_of(self, keys: list[str], fresh: dict[str, Any]) -> Any:
@@ -181,7 +190,7 @@ class Index:
             self.table = (keys, table)
         return table
 
-    def rank(self, texts: list[str], raw: Any, docs: Sequence[Doc], lexical: list[Hit],
+    def rank(self, texts: list[str], raw: Any, docs: Docs, lexical: list[Hit],
              k: int) -> list[Hit]:
         """The ``k`` best hits: the semantic list (cosine to the query, positive
         only) fused with the lexical one; only the semantic list's bodies are decoded."""
@@ -190,7 +199,7 @@ class Index:
         fresh = {text_key(t): row for t, row in zip(texts[1:], matrix[1:], strict=True)}
         best_of = depth(k)
         if docs:
-            table = self.table_of([d.key for d in docs], fresh)
+            table = self.table_of(docs.keys, fresh)
             # einsum, not `@`: a multi-threaded BLAS on a busy machine made this
             # product 40x slower (58 vs 1.3 ms at 10,000 rows, load average 18)
             scores = np.einsum("ij,j->i", table, matrix[0])
@@ -201,9 +210,35 @@ class Index:
         return fuse([lexical[:best_of], semantic], k)
 
 
+class Docs:
+    """The messages of the full views searched, as stored, with their text keys:
+    ``keys`` in order; a :class:`Doc` is made only for the messages used (making one
+    per message took as long as the rest of the search)."""
+
+    def __init__(self, parts: list[tuple[str, list[Stored], list[str]]]) -> None:
+        self.parts = parts  # (session id, its full view as stored, their keys)
+        self.keys = parts[0][2] if len(parts) == 1 else [k for *_, ks in parts for k in ks]
+        self.starts = list(itertools.accumulate((len(ks) for *_, ks in parts), initial=0))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> Doc:
+        i = int(i)  # a numpy integer (argsort's) would make a numpy position
+        part = bisect.bisect_right(self.starts, i) - 1
+        sid, stored, keys = self.parts[part]
+        at = i - self.starts[part]
+        depth, body = stored[at]
+        return Doc(sid, at + 1, depth, body, keys[at])
+
+    def __iter__(self) -> Iterator[Doc]:
+        for sid, stored, keys in self.parts:
+            for at, ((depth, body), key) in enumerate(zip(stored, keys, strict=True), 1):
+                yield Doc(sid, at, depth, body, key)
+
+
 class Doc(NamedTuple):
-    """One message of a full view searched, as stored, with its text's key (a tuple:
-    a search makes one per message, and a frozen dataclass took 3x as long)."""
+    """One message of a full view searched, as stored, with its text's key."""
 
     session_id: str
     position: int
@@ -236,5 +271,5 @@ def vector_store(backend: Any) -> Any:
                              "(embedder=) is not supported on this backend")
 
 
-__all__ = ["CACHE", "DEPTH", "KEYS", "RRF_C", "Doc", "Index", "VectorStore", "depth", "fuse",
-           "text_key", "vector_store"]
+__all__ = ["CACHE", "DEPTH", "KEYS", "RRF_C", "Doc", "Docs", "Index", "VectorStore", "depth",
+           "fuse", "text_key", "vector_store"]

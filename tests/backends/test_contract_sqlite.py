@@ -16,7 +16,7 @@ class SqliteContract:
     def store_url(self, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path}/memvault.db"
 
-    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str | bytes) -> None:
         path = store.options.url.removeprefix("sqlite:///")
         with sqlite3.connect(path) as db:
             changed = db.execute(
@@ -36,7 +36,7 @@ _SID = "(SELECT sid FROM sessions WHERE name = :name)"
 DAMAGE = {
     "missing": f"DELETE FROM nodes WHERE sid = {_SID} AND depth = :depth",
     "self-parent": f"UPDATE nodes SET parent = node WHERE sid = {_SID} AND depth = :depth",
-    "event": f"UPDATE events SET detail = 'not json {{' WHERE id ="
+    "event": f"UPDATE events SET detail = 'not json {{' WHERE sid = {_SID} AND id ="
              f" (SELECT max(id) FROM events WHERE sid = {_SID})",
     "snapshot": f"UPDATE snapshots SET created_at = 1e300 WHERE rowid ="
                 f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",

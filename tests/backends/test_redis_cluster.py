@@ -16,6 +16,7 @@ from memvault.checks.opener import Opener
 from memvault.errors import BackendUnavailableError
 from memvault.testing import AsyncStoreContract, StoreContract
 from memvault.testing.contract.inputs import WEIRD_IDS
+from memvault.testing.contract.paging import walk
 from tests.support.redis import RedisContract, RedisServer, flushed, redis_cluster
 
 
@@ -55,6 +56,24 @@ def test_sessions_spread_over_every_primary(cluster: list[RedisServer], cluster_
         assert store.compact(keep_events=0).events == len(ids)
     holders = [s for s in cluster if s.client().dbsize() > 0]
     assert len(holders) == 3
+
+
+def test_cluster_pages_scan_without_an_index(cluster: list[RedisServer],
+                                             cluster_url: str) -> None:
+    """A cluster keeps no session index (a script reaches its session's slot only):
+    no index key is written, and pages list every session from every primary.
+    Failing: a write script is handed the index's keys (CROSSSLOT), or a cluster page
+    reads an index nobody keeps (an empty listing)."""
+    ids = [f"user-{i:02}" for i in range(40)]
+    with memvault.open(cluster_url) as store:
+        for k, sid in enumerate(ids):
+            store.session(sid).append([memvault.Message.user(sid) for _ in range(1 + k % 3)])
+        assert [i.session_id for i in walk(store, 7)] == ids
+        by_length = walk(store, 9, order="length", descending=True)
+        assert sorted(i.session_id for i in by_length) == ids
+        assert [i.length for i in by_length] == sorted((i.length for i in by_length),
+                                                       reverse=True)
+    assert [s.client().keys("memvault:sessions:*") for s in cluster] == [[], [], []]
 
 
 @pytest.mark.parametrize("session_id", WEIRD_IDS)

@@ -37,3 +37,40 @@ def test_damaged_message_names_session_and_depth(face: str, damage: str) -> None
         assert [m.content for m in s.history(last=3)] == ["m2", "m3", "m4"]
     finally:
         store.close()
+
+
+# Well-formed UTF-8 at each boundary of RFC 3629, and bytes Python refuses to decode
+# (overlong, a surrogate, beyond U+10FFFF, truncated, a stray continuation byte).
+_TEXT = ["\u0080\u07ff", "\u0800\ud7ff\ue000\uffff", "\U00010000\U0010ffff"]
+_NOT_TEXT = [b"\xc0\x80", b"\xc2", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
+             b"\xf0\x8f\xbf\xbf", b"\xe2\x82", b"\x80", b"\xf8\x88\x80\x80\x80",
+             b"\xc3\xa9\xe2\x82\xac\xff"]
+
+
+@pytest.mark.parametrize("content", [t.encode() for t in _TEXT] + _NOT_TEXT)
+def test_pop_checks_utf8_before_it_commits(content: bytes) -> None:
+    """The pop script's UTF-8 check agrees with Python's decoder: a body that decodes is
+    popped; one that does not raises CorruptRecordError and stays (the script checked
+    before it committed)."""
+    url = flushed()
+    store = Opener(url, "sync")()
+    try:
+        s = store.session("s")
+        s.append([Message.user("a"), Message.user("b")])
+        client = raw_client(url)
+        try:
+            client.hset(Layout("memvault").keys("s")[1], 2,
+                        b'{"v":1,"m":{"role":"user","content":"%s"}}' % content)
+        finally:
+            client.close()
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            with pytest.raises(CorruptRecordError, match="not UTF-8"):
+                s.pop()
+            assert (s.info().version, s.info().length) == (1, 2)
+        else:
+            assert s.pop().content == text
+            assert (s.info().version, s.info().length) == (2, 1)
+    finally:
+        store.close()

@@ -52,7 +52,7 @@ def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None
             [m.content for m in before[1:]]
         assert s.history(full=True) == [before[0], s.history()[0], *before[1:]]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_a_schema_1_file_is_indexed_for_search(tmp_path: Path) -> None:
@@ -227,3 +227,41 @@ def test_read_only_search_finds_what_the_index_lags_behind(tmp_path: Path) -> No
         assert hidden == {"melon popped", "melon lagging popped"}
     with sqlite3.connect(tmp_path / "x.db") as db:
         assert db.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 2
+
+
+def test_a_schema_4_file_is_upgraded_to_keyed_nodes_and_events(tmp_path: Path) -> None:
+    """A store written by schema 4 (tests/data/baseline-schema4.sqlite: the baseline
+    run, searched once, then one more turn only noted for the index) is upgraded in
+    place to schema 5: it exports exactly what the same run writes into a new store,
+    its log keeps its order, search finds both the indexed and the pending turn, and
+    it takes new writes whose events follow the old ones. Failing: the migration
+    drops or reorders rows, or loses search_pending."""
+    from memvault.transfer import export_sessions
+    from tests.data.make_baseline import run, searched
+
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parents[1] / "data" / "baseline-schema4.sqlite", path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    with memvault.open(f"sqlite:///{tmp_path}/new.db", writer="baseline") as fresh:
+        run(fresh)
+        searched(fresh)
+        expected = list(export_sessions(fresh))
+        logs = {sid: [e.op for e in fresh.session(sid).log()] for sid in fresh.sessions()}
+    with memvault.open(f"sqlite:///{path}") as store:
+        assert list(export_sessions(store)) == expected
+        assert {sid: [e.op for e in store.session(sid).log()] for sid in store.sessions()} \
+            == logs
+        ticket = store.session("support ticket #7 — café ☕")
+        assert [h.message.id for h in ticket.search("after the search")] == ["l12"]
+        assert {h.message.id for h in store.search("Lyon train")} == {"u1", "a1", "a3"}
+        s = store.session("user-42")
+        before = s.history()
+        s.append([Message.user("after the upgrade", id="u9")])
+        assert [m.id for m in s.history()] == [m.id for m in before] + ["u9"]
+        assert [e.op for e in s.log()] == logs["user-42"] + ["append"]
+        assert s.pop() is not None and s.history() == before
+        assert [(h.message.id, h.hidden) for h in s.search("upgrade", include_hidden=True)] \
+            == [("u9", True)]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5

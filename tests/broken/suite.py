@@ -32,7 +32,7 @@ class SqliteFile:
     def backend_factory(self, tmp_path: Path) -> Any:
         return functools.partial(self.backend, str(tmp_path / "broken.db"))
 
-    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str | bytes) -> None:
         with sqlite3.connect(store.backend.path) as db:
             db.execute("UPDATE nodes SET body = ? WHERE depth = ? AND sid ="
                        " (SELECT sid FROM sessions WHERE name = ?)", (body, depth, session_id))

@@ -2,6 +2,9 @@
 
 Writes baseline.sqlite (a SQLite store after a realistic agent run: turns, tool
 calls, snapshots, a rollback, a fork, a trim) and baseline.jsonl (its export).
+``python -m tests.data.make_baseline NAME.sqlite`` writes the same run to another
+file only (the run, then :func:`searched`), in the schema of the memvault that runs
+it: baseline-schema4.sqlite was written so by schema 4.
 """
 
 from __future__ import annotations
@@ -40,21 +43,34 @@ def run(store: memvault.Store) -> None:
     other.trim(keep_last=4)
 
 
-def main() -> None:
-    db = HERE / "baseline.sqlite"
-    for stale in (db, HERE / "baseline.sqlite-wal", HERE / "baseline.sqlite-shm"):
+def searched(store: memvault.Store) -> None:
+    """After :func:`run`: a search indexes what is stored so far, then one more turn
+    is stored (on SQLite, only noted in search_pending)."""
+    store.search("Lyon")
+    store.session("support ticket #7 — café ☕").append(
+        [Message.user("line after the search", id="l12", created_at=T0)])
+
+
+def main(name: str = "baseline.sqlite") -> None:
+    db = HERE / name
+    for stale in (db, HERE / f"{name}-wal", HERE / f"{name}-shm"):
         stale.unlink(missing_ok=True)
     with memvault.open(f"sqlite:///{db}", writer="baseline") as store:
         run(store)
-        (HERE / "baseline.jsonl").write_text(
-            "".join(line + "\n" for line in export_sessions(store)), encoding="utf-8")
+        if name == "baseline.sqlite":
+            (HERE / "baseline.jsonl").write_text(
+                "".join(line + "\n" for line in export_sessions(store)), encoding="utf-8")
+        else:
+            searched(store)
     import sqlite3
 
     with sqlite3.connect(db) as conn:  # fold the WAL in, so the baseline is one file
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    for leftover in (HERE / "baseline.sqlite-wal", HERE / "baseline.sqlite-shm"):
+    for leftover in (HERE / f"{name}-wal", HERE / f"{name}-shm"):
         leftover.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(*sys.argv[1:2])

@@ -39,6 +39,18 @@ def test_every_operator_makes_mutants_that_change_the_script(target: str) -> Non
     assert [m.id for m in mutants] == list(range(1, len(mutants) + 1))
 
 
+def test_each_equivalent_names_one_mutant_of_the_catalogue() -> None:
+    """An entry of the equivalents list that no longer matches (the script changed
+    under it) or matches twice would silently count or drop the wrong mutant."""
+    sites: list[tuple[str, str, int, str]] = []
+    for target in tool.TARGETS.values():
+        texts = {f: (tool.BACKENDS / f).read_text("utf-8") for f in target.files}
+        sites += [m.site(texts[m.file]) for m in tool.catalogue(target)]
+    for entry in tool.EQUIVALENT:
+        assert sites.count(entry[:4]) == 1, entry
+        assert entry[4], entry
+
+
 def test_comments_and_string_literals_are_not_mutated() -> None:
     lua = "-- a == b and c\nlocal x = 'a == b' .. \"c < d\"\nif x == 1 then end\n"
     assert tool.masked(lua, "lua").count("==") == 1

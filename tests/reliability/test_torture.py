@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,44 @@ def test_the_settings_keep_their_former_name() -> None:
     from memvault.torture import Settings as Former
 
     assert Former is TortureSettings
+
+
+def test_an_interrupted_run_leaves_no_worker_running(tmp_path: Path) -> None:
+    """Ctrl-C (a KeyboardInterrupt out of the progress callback) must stop every worker
+    before run_torture returns: left to the interpreter's exit, a worker whose start was
+    interrupted is unknown to multiprocessing and appends on forever, holding its
+    parent's stdout open (a caller reading it to the end never returns)."""
+    import multiprocessing
+
+    calls = [0]
+
+    def interrupt(status: Any) -> None:
+        calls[0] += 1
+        if status.phase == "running" and calls[0] > 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_torture(f"sqlite:///{tmp_path}/t.db",
+                    TortureSettings(writers=2, readers=1, seconds=60, kill_rate=0),
+                    progress=interrupt)
+    assert multiprocessing.active_children() == []
+
+
+def test_slow_worker_starts_do_not_eat_the_run(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load, starting the workers can take longer than a short run: the run's
+    seconds count from when they are all started, so its kills still happen."""
+    from memvault.torture import runner
+
+    start = runner._Fleet.start
+
+    def slow_start(fleet: Any, slot: int) -> None:
+        start(fleet, slot)
+        if fleet.next_worker <= len(fleet.roles):  # the first starts only, not restarts
+            time.sleep(0.6)
+
+    monkeypatch.setattr(runner._Fleet, "start", slow_start)
+    path = run_torture(f"sqlite:///{tmp_path}/t.db",
+                       TortureSettings(writers=2, readers=0, seconds=1, kill_rate=20, seed=3))
+    report = audit_history(path)
+    assert report.ok and report.kills > 0, report.kills

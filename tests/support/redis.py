@@ -54,7 +54,8 @@ def redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return flushed()
 
 
-def corrupt(url: str, session_id: str, depth: int, body: str, prefix: str = "memvault") -> None:
+def corrupt(url: str, session_id: str, depth: int, body: str | bytes,
+            prefix: str = "memvault") -> None:
     """Overwrite the stored message at ``depth`` of the session's visible chain."""
     meta, msgs, links = Layout(prefix).keys(session_id)[:3]
     client = raw_client(url)
@@ -98,7 +99,7 @@ class RedisContract:
     def store_url(self) -> str:
         return flushed()
 
-    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str | bytes) -> None:
         corrupt(store.options.url, session_id, depth, body)
 
     def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:

@@ -2,9 +2,9 @@
 
 Every operation on a session is one call of a Lua script run with ``EVALSHA`` (the
 script text is sent only after ``NOSCRIPT``; two scripts, reads and writes, each
-dispatching on the operation it is given): atomic on the server, one round trip, no
-read-modify-write in Python. The logic, keys and scripts live in
-:mod:`memvault.backends.redis_ops`; this module only sends its requests, through
+dispatching on the operation it is given; a third reads the session index): atomic on
+the server, one round trip, no read-modify-write in Python. The logic, keys and scripts
+live in :mod:`memvault.backends.redis_ops`; this module only sends its requests, through
 redis-py (sync) or ``redis.asyncio`` (async), and maps driver errors:
 
 * nothing was sent (connection refused, auth failure, server loading, cluster
@@ -260,7 +260,7 @@ class RedisBackend:
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
-        self._ops = Operations(Layout(config.prefix))
+        self._ops = Operations(Layout(config.prefix), indexed=not config.cluster)
         self._cluster = config.cluster
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
         no_retry = redis.retry.Retry(NoBackoff(), 0)
@@ -378,7 +378,7 @@ class AsyncRedisBackend:
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
-        self._ops = Operations(Layout(config.prefix))
+        self._ops = Operations(Layout(config.prefix), indexed=not config.cluster)
         self._cluster = config.cluster
         kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
         no_retry = redis.asyncio.retry.Retry(NoBackoff(), 0)

@@ -6,7 +6,9 @@ clients in :mod:`memvault.backends.redis` only send requests. Every operation on
 a session is one :class:`Eval` of a Lua script (``redis_lua/*.lua``): atomic, one
 round trip. ``fork`` reads the source in one script and writes the new session in
 another, because on a cluster the two sessions may live on different nodes;
-``sessions`` and ``compact`` scan the key space.
+``sessions`` and ``compact`` scan the key space. On a single server the write
+script also keeps an index of sessions (sorted sets, one per order) that
+``sessions_page`` reads; on a cluster it scans (docs/redis.md, "Listing sessions").
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from memvault.errors import (
     message_missing,
     not_an_envelope,
     not_stored,
+    not_utf8,
     session_exists,
     snapshot_exists,
     snapshot_missing,
@@ -52,7 +55,7 @@ from memvault.model import (
     to_datetime,
     utc,
 )
-from memvault.paging import Listed, PageQuery, key_of, select
+from memvault.paging import ORDERS, Listed, PageQuery, key_of, select
 
 T = TypeVar("T")
 
@@ -84,6 +87,11 @@ class Script:
 # is out of memory, so a write script never stops half-way; reads still run.
 READ = Script.load("read.lua", "#!lua flags=no-writes")
 WRITE = Script.load("write.lua", "#!lua")
+INDEX = Script.load("index.lua", "#!lua flags=no-writes")
+# Sessions the first listing of a store written without the index indexes per step.
+_BUILD_BATCH = 1000
+# The most index entries one call of a page with a match looks at.
+_MATCH_BUDGET = 10_000
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,11 @@ class Layout:
         self.vectors, self.vector_space = f"{prefix}:vectors", f"{prefix}:vector-space"
         glob = re.sub(r"([\\*?\[\]])", r"\\\1", prefix)
         self.pattern = f"{glob}:{{*}}:{SUFFIXES[0]}"
+        # The session index (single server only; see write.lua): one sorted set per
+        # order (paging.ORDERS); the marker that it holds every session, and where
+        # its build's scan got to.
+        self.index = tuple(f"{prefix}:sessions:{order}" for order in ORDERS)
+        self.indexed, self.indexing = f"{prefix}:sessions:ready", f"{prefix}:sessions:scan"
         # Percent-encoding an id costs as much as sending a few more arguments, on
         # every operation; a process talks to the same few sessions again and again.
         self._keys = lru_cache(maxsize=1024)(self._make_keys)
@@ -221,7 +234,8 @@ def _event(session_id: str, index: int, value: bytes) -> Event:
 
 
 # What a script's {'corrupt', depth, what} reply found.
-_DAMAGE = {b"chain": broken_chain, b"missing": message_missing, b"envelope": not_an_envelope}
+_DAMAGE = {b"chain": broken_chain, b"missing": message_missing, b"envelope": not_an_envelope,
+           b"text": not_utf8}
 
 
 def _corrupt(session_id: str, reply: Any) -> CorruptRecordError | None:
@@ -237,7 +251,7 @@ def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
     try:
         return depth, body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptRecordError(session_id, depth, f"not UTF-8 text ({exc.reason})") from exc
+        raise not_utf8(session_id, depth) from exc
 
 
 def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
@@ -271,16 +285,26 @@ def _pairs(records: Sequence[Record]) -> list[str]:
 
 
 class Operations:
-    """The backend protocol's operations as request generators."""
+    """The backend protocol's operations as request generators.
 
-    def __init__(self, layout: Layout) -> None:
+    Args:
+        layout: the key names.
+        indexed: keep and read the session index (a single server; not a cluster,
+            where a script cannot reach keys outside its session's slot).
+    """
+
+    def __init__(self, layout: Layout, indexed: bool) -> None:
         self.layout = layout
+        self._index = layout.index if indexed else ()
 
     def _read(self, session_id: str, op: str, now: float, *args: str) -> Eval:
         return Eval(READ, self.layout.keys(session_id), [op, _number(now), *args])
 
+    def _write_keys(self, session_id: str) -> tuple[str, ...]:
+        return (*self.layout.keys(session_id), *self._index)
+
     def _write(self, session_id: str, op: str, w: Write, *args: str | bytes) -> Eval:
-        return Eval(WRITE, self.layout.keys(session_id), [op, *_context(w), *args])
+        return Eval(WRITE, self._write_keys(session_id), [op, *_context(w), *args])
 
     def vector_space(self) -> Op[str | None]:
         reply = yield Command(("GET", self.layout.vector_space))
@@ -414,7 +438,7 @@ class Operations:
         return [_event(session_id, i, value) for i, value in enumerate(reply)]
 
     def delete(self, session_id: str, now: float) -> Op[bool]:
-        reply = yield Eval(WRITE, self.layout.keys(session_id), ["delete", _number(now)])
+        reply = yield Eval(WRITE, self._write_keys(session_id), ["delete", _number(now)])
         return bool(reply)
 
     def _scan(self) -> Op[dict[str, bytes]]:
@@ -439,10 +463,78 @@ class Operations:
         return sorted(live)
 
     def sessions_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
-        """Scans the key space (Redis keeps no index of sessions: see docs/redis.md),
-        so a page costs O(sessions). By id, only the page's sessions' info is read
-        (in batches until the page is full: one may expire meanwhile); by another
-        key, every matching session's."""
+        """From the session index, O(log sessions + page) (a ``match`` filters the
+        index in the server: O(sessions) then); on a cluster, from a scan of the key
+        space, O(sessions) (docs/redis.md, "Listing sessions")."""
+        if not self._index:
+            return (yield from self._scanned_page(query, now))
+        keys = [self.layout.indexed, self._index[ORDERS.index(query.order)]]
+        position: list[str | bytes] = []
+        if query.after is not None:
+            key, after = query.after
+            position = ["" if key is None else _number(key), after]
+        listed: list[Listed] = []
+        while len(listed) < query.limit:
+            reply = yield Eval(INDEX, keys, ["desc" if query.descending else "",
+                                             str(query.limit - len(listed)), query.match,
+                                             str(_MATCH_BUDGET), *position])
+            if not reply[0]:
+                yield from self._build_index(now)
+                continue
+            last, score, found = reply[1:]
+            listed += yield from self._verified(query.order, found, now)
+            if not last:
+                break
+            position = ["" if query.order == "id" else score, last]
+        return listed
+
+    def _verified(self, order: str, found: list[bytes], now: float) -> Op[list[Listed]]:
+        """The sessions of ``found`` (the index's ids, each followed by its score) that
+        are live and scored as their entry says. The others' entries are stale
+        (expired by TTL, or written by a client that kept no index): they are set
+        right, by a script on the session's keys (atomic with its writes), and left
+        out."""
+        ids = [_text(sid) for sid in found[::2]]
+        replies = yield Batch([self._read(sid, "info", now) for sid in ids])
+        listed: list[Listed] = []
+        stale = []
+        for sid, score, reply in zip(ids, found[1::2], replies, strict=True):
+            if reply is not None:
+                info, times = _info(sid, reply)
+                key = key_of(info, order, times)
+                if key is None or key == float(score):
+                    listed.append((info, key))
+                    continue
+            stale.append(sid)
+        if stale:
+            yield Batch([self._reindex(sid, now) for sid in stale])
+        return listed
+
+    def _reindex(self, session_id: str, now: float) -> Eval:
+        return Eval(WRITE, self._write_keys(session_id), ["reindex", _number(now)])
+
+    def _build_index(self, now: float) -> Op[None]:
+        """Index every session of a store written without the index, in steps of one
+        ``SCAN`` call: each step is saved, so a build that stops goes on where it
+        stopped the next time. Writes meanwhile index what they write."""
+        saved = yield Command(("GET", self.layout.indexing))
+        cursor = b"0" if saved is None else saved
+        while True:
+            cursor, keys = yield Command(("SCAN", cursor, "MATCH", self.layout.pattern,
+                                          "COUNT", str(_BUILD_BATCH)))
+            ids = [sid for sid in map(self.layout.session_id, keys) if sid is not None]
+            if ids:
+                yield Batch([self._reindex(sid, now) for sid in ids])
+            if int(cursor) == 0:
+                break
+            yield Command(("SET", self.layout.indexing, cursor))
+        yield Command(("DEL", self.layout.indexing))
+        yield Command(("SET", self.layout.indexed, "1"))
+
+    def _scanned_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
+        """A page from a scan of the key space, O(sessions): by id, only the page's
+        sessions' info is read (in batches until the page is full: one may expire
+        meanwhile); by another key, every matching session's."""
         ids = [sid for sid in (yield from self.sessions(now)) if query.match in sid]
         by_id = query.order == "id"
         if by_id:
@@ -461,6 +553,16 @@ class Operations:
                 break
         return listed[:query.limit] if by_id else select(query, listed)
 
+    def _prune(self, now: float) -> Op[None]:
+        """Unindex every session that expired before ``now``."""
+        while True:
+            ids = yield Command(("ZRANGEBYSCORE", self._index[-1], "-inf", f"({_number(now)}",
+                                 "LIMIT", "0", str(_BUILD_BATCH)))
+            if ids:
+                yield Batch([self._reindex(_text(sid), now) for sid in ids])
+            if len(ids) < _BUILD_BATCH:
+                return
+
     def compact(self, keep_events: int | None, now: float, batch: int,
                 progress: Progress | None) -> Op[CompactStats]:
         """One script per session, each atomic on its own: a writer waits for one
@@ -468,7 +570,7 @@ class Operations:
         found = sorted((yield from self._scan()))
         stats = CompactStats()
         for done, session_id in enumerate(found, 1):
-            reply = yield Eval(WRITE, self.layout.keys(session_id),
+            reply = yield Eval(WRITE, self._write_keys(session_id),
                                ["compact", _number(now), _none(keep_events)])
             damage = _corrupt(session_id, reply)
             if damage:
@@ -476,4 +578,6 @@ class Operations:
             stats += CompactStats(*(int(r) for r in reply))
             if progress is not None and (done % batch == 0 or done == len(found)):
                 progress(CompactProgress(done, len(found), stats))
+        if self._index:
+            yield from self._prune(now)
         return stats

@@ -121,6 +121,16 @@ class _Fleet:
                 self.log(e="exit", w=self.incarnation[slot], code=proc.exitcode, at=time.time())
                 self.start(slot)
 
+    def close(self) -> None:
+        """Stop every worker (after Ctrl-C or an error, none may outlive the run). The
+        flag also stops one whose start was interrupted: multiprocessing never learnt
+        of it, so only the flag reaches it."""
+        self.stop.value = 1
+        for proc in self.procs:
+            if proc is not None and proc.is_alive():
+                proc.kill()
+                proc.join()
+
     def totals(self) -> tuple[int, int]:
         values = list(self.counters)
         return sum(values[0::2]), sum(values[1::2])
@@ -163,12 +173,12 @@ class _Strikes:
 
 def _hammer(fleet: _Fleet, strikes: _Strikes, settings: TortureSettings,
             rng: random.Random, status: Status, progress: Progress | None) -> None:
+    for slot in range(len(fleet.roles)):  # before the clock: slow starts under load
+        fleet.start(slot)                   # must not eat the run's seconds
     started = time.monotonic()
     deadline = started + settings.seconds
     next_kill = started + rng.expovariate(settings.kill_rate) if settings.kill_rate else deadline
     next_strike = strikes.after(started)
-    for slot in range(len(fleet.roles)):
-        fleet.start(slot)
     status.phase = "running"
     while (now := time.monotonic()) < deadline:
         if now >= next_strike:
@@ -328,14 +338,16 @@ def run_torture(store: str | Opener, settings: TortureSettings | None = None,
         parent.flush()
 
     status, rng = Status(), random.Random(seed)
+    fleet = _Fleet(assignment, settings, log)
     try:
-        _hammer(_Fleet(assignment, settings, log), _Strikes(server, proxy, settings, rng, log),
-                settings, rng, status, progress)
+        _hammer(fleet, _Strikes(server, proxy, settings, rng, log), settings, rng, status,
+                progress)
         if proxy is not None:
             proxy.close()
             log(e="cuts", **proxy.cuts)
         state = _final_state(opener, sessions, status, progress)
     finally:
+        fleet.close()
         if proxy is not None:
             proxy.close()
         parent.close()

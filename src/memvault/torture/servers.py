@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from memvault.errors import ConfigurationError
 
@@ -88,7 +88,13 @@ def _alive(pid: int) -> bool:
 
 def _kill_tree(pid: int) -> list[int]:
     """SIGKILL ``pid`` and every process whose parent it is (one level: a postmaster's
-    children), leaving no time for a goodbye; returns their ids."""
+    children), leaving no time for a goodbye; returns the children's ids.
+
+    ``pid`` is stopped first, so it cannot fork a child after the list is taken."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return []
     children = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
@@ -102,7 +108,7 @@ def _kill_tree(pid: int) -> list[int]:
             os.kill(target, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return [pid, *children]
+    return children
 
 
 class _Single:
@@ -121,6 +127,7 @@ class _Single:
         folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.run_as: dict[str, Any] = {}  # Popen's user/group options for the server
 
     @property
     def address(self) -> tuple[str, int] | None:
@@ -136,7 +143,8 @@ class _Single:
         log = self.folder / self.log_name
         with log.open("ab") as out:
             self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=out, start_new_session=True)
+                                            stdout=out, stderr=out, start_new_session=True,
+                                            **self.run_as)
         _wait(self.ready, self.process, f"{self.kind} on port {self.port}", log)
 
     def kill(self) -> None:
@@ -265,7 +273,6 @@ class PostgresServer(_Single):
         initdb, self.binary = _postgres_bin("initdb"), _postgres_bin("postgres")
         super().__init__(folder)
         self.data = folder / "data"
-        self.user: list[str] = []
         if os.geteuid() == 0:  # initdb refuses root: run as the postgres user
             try:
                 owner = pwd.getpwnam("postgres")
@@ -273,10 +280,15 @@ class PostgresServer(_Single):
                 raise ConfigurationError("--server postgres as root needs a 'postgres' user "
                                          "to run the server as") from None
             os.chown(folder, owner.pw_uid, owner.pw_gid)
-            self.user = [_binary("runuser", "runuser (util-linux)"), "-u", "postgres", "--"]
-        done = subprocess.run([*self.user, initdb, "-D", str(self.data), "-U", "postgres",
+            # Popen switches user itself, so the postmaster is our own child: killed, it
+            # is reaped by our wait(). Under a wrapper (runuser) killed alongside it, it
+            # could be orphaned as a zombie that PID 1 here never reaps; its id then
+            # stays taken and the next postmaster refuses the lock file.
+            self.run_as = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": [],
+                           "env": {**os.environ, "HOME": owner.pw_dir, "USER": "postgres"}}
+        done = subprocess.run([initdb, "-D", str(self.data), "-U", "postgres",
                                "--auth=trust", "--no-sync", "-E", "UTF8"],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, **self.run_as)
         if done.returncode:
             raise ConfigurationError(f"initdb failed: {done.stderr[-1500:]}")
         self.start()
@@ -289,7 +301,7 @@ class PostgresServer(_Single):
         # syncfs: crash recovery syncs the data folder with one call instead of an
         # fsync per file (seconds on a busy disk); fsync and synchronous_commit are
         # PostgreSQL's defaults, spelled out.
-        return [*self.user, self.binary, "-D", str(self.data), "-p", str(self.port),
+        return [self.binary, "-D", str(self.data), "-p", str(self.port),
                 "-k", str(self.folder), "-c", "listen_addresses=127.0.0.1",
                 "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "max_connections=200",
                 "-c", "recovery_init_sync_method=syncfs"]
@@ -307,16 +319,11 @@ class PostgresServer(_Single):
         """SIGKILL the postmaster and its children (no shutdown checkpoint)."""
         if self.process is None:
             return
-        try:
-            postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            postmaster = None
-        killed = [] if postmaster is None else _kill_tree(postmaster)
-        killed += _kill_tree(self.process.pid)
+        children = _kill_tree(self.process.pid)  # the postmaster itself (see __init__)
         self.process.wait()
         self.process = None
         deadline = time.monotonic() + 10  # the children hold the shared memory
-        while any(map(_alive, killed)) and time.monotonic() < deadline:
+        while any(map(_alive, children)) and time.monotonic() < deadline:
             time.sleep(0.01)
 
 

@@ -37,6 +37,13 @@ local function shows_summary(row)
   return row.summary ~= 0 and row.through > row.base
 end
 
+-- How many messages the context view shows (info's length): a shown summary counts.
+local function view_length(row)
+  local view = row.depth - floor_of(row)
+  if shows_summary(row) then view = view + 1 end
+  return view
+end
+
 local function expired(row, now)
   return row.expires ~= nil and tonumber(row.expires) <= now
 end

@@ -76,9 +76,7 @@ elseif op == 'info' then
   if not row then return false end
   local summarized = 0
   if shows_summary(row) then summarized = row.through - row.base end
-  local view = row.depth - floor_of(row)
-  if shows_summary(row) then view = view + 1 end
-  return {row.version, view, row.created, row.updated, row.expires or '', summarized}
+  return {row.version, view_length(row), row.created, row.updated, row.expires or '', summarized}
 elseif op == 'snapshots' then
   if not row then return {} end
   return redis.call('HGETALL', SNAPS)

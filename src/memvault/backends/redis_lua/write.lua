@@ -3,8 +3,83 @@
 -- for None. The server refuses the whole script when it is out of memory.
 local op = ARGV[1]
 
+-- The session index (docs/redis.md, "Listing sessions"), kept by every write in the
+-- same step. Only on a single server: on a cluster the scripts get the session's six
+-- keys alone (no key outside its slot) and pages scan the key space.
+--   KEYS[7]      sorted set  the session ids, every score 0 (ordered by their bytes)
+--   KEYS[8..11]  sorted sets the session ids scored by version, length, update time and
+--                            expiry (never: NEVER); ties are ordered by the ids' bytes
+-- Times are the decimal texts the session stores: Redis parses them exactly.
+local INDEXED = #KEYS > 6
+local NEVER = '1e308'
+
+-- This session's id: its keys' hash tag, percent-decoded.
+local function session_id()
+  local tag = string.match(META, '{([^}]*)}')
+  return (string.gsub(tag, '%%(%x%x)', function(h) return string.char(tonumber(h, 16)) end))
+end
+
+local function unindex(id)
+  for k = 7, 11 do redis.call('ZREM', KEYS[k], id) end
+end
+
+-- Index the session `r` as updated at `updated` and expiring at `expiry`; `new`: it
+-- may not be in the index yet.
+local function index(r, updated, expiry, new)
+  local id = session_id()
+  if new then redis.call('ZADD', KEYS[7], 0, id) end
+  redis.call('ZADD', KEYS[8], r.version, id)
+  redis.call('ZADD', KEYS[9], view_length(r), id)
+  redis.call('ZADD', KEYS[10], updated, id)
+  redis.call('ZADD', KEYS[11], expiry, id)
+end
+
+-- Unindex up to `count` sessions that expired before `now` (a decimal): Redis drops
+-- their keys by TTL without running a script, so each write that creates a session
+-- clears up to two of them (the index grows only there: the entries of expired
+-- sessions cannot pile up).
+local function prune(now, count)
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', '(' .. now, 'LIMIT', 0, count)
+  for _, id in ipairs(gone) do unindex(id) end
+end
+
 local function drop_all()
   redis.call('DEL', META, MSGS, LINKS, IDS, SNAPS, LOG)
+  if INDEXED then unindex(session_id()) end
+end
+
+if op == 'reindex' then
+  -- ARGV[2]: now. Index the session as stored, or unindex it if it is gone or expired
+  -- (a stale entry a page met, or the first listing of a store written before the
+  -- index existed). 1 if it is live.
+  local row = live(tonumber(ARGV[2]))
+  if not row then
+    unindex(session_id())
+    return 0
+  end
+  index(row, row.updated, row.expires or NEVER, true)
+  return 1
+end
+
+-- The well-formed UTF-8 sequences of more than one byte (RFC 3629), by lead byte.
+local MULTIBYTE = {
+  '[\194-\223][\128-\191]',
+  '\224[\160-\191][\128-\191]', '[\225-\236\238\239][\128-\191][\128-\191]',
+  '\237[\128-\159][\128-\191]',
+  '\240[\144-\191][\128-\191][\128-\191]',
+  '[\241-\243][\128-\191][\128-\191][\128-\191]',
+  '\244[\128-\143][\128-\191][\128-\191]',
+}
+
+-- Whether s is UTF-8 text (cjson passes any bytes through). A lead byte fixes a
+-- sequence's length and never continues another, so each well-formed sequence can be
+-- blanked on its own; any byte above 127 left over is malformed.
+local function utf8(s)
+  for _, sequence in ipairs(MULTIBYTE) do
+    if not string.find(s, '[\128-\255]') then return true end
+    s = string.gsub(s, sequence, '.')
+  end
+  return not string.find(s, '[\128-\255]')
 end
 
 if op == 'delete' then
@@ -93,8 +168,9 @@ local row = live(now)
 local function start(current)
   if current then return current end
   drop_all()
+  if INDEXED then prune(now_text, 2) end
   return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0,
-          run = 1, summary = 0, through = 0}
+          run = 1, summary = 0, through = 0, new = true}
 end
 
 -- Chain the (id, message) pairs ARGV[first..] onto the head.
@@ -143,10 +219,15 @@ local function commit(r, name, head0, base0, detail, bump)
   redis.call('RPUSH', LOG, cjson.encode({r.version, name, writer, now_text, head0, base0,
                                          r.head, r.base, detail}))
   if expires ~= '' then
-    for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expire_ms) end
+    for k = 1, 6 do redis.call('PEXPIREAT', KEYS[k], expire_ms) end
   elseif r.expires then
     redis.call('HDEL', META, 'expires')
-    for _, key in ipairs(KEYS) do redis.call('PERSIST', key) end
+    for k = 1, 6 do redis.call('PERSIST', KEYS[k]) end
+  end
+  if INDEXED then
+    local expiry = expires
+    if expiry == '' then expiry = NEVER end
+    index(r, now_text, expiry, r.new)
   end
 end
 
@@ -193,6 +274,7 @@ elseif op == 'pop' then
   if depth ~= expect then return {'corrupt', expect, 'chain'} end
   local message = redis.call('HGET', MSGS, node)
   if not message then return {'corrupt', depth, 'missing'} end
+  if not utf8(message) then return {'corrupt', depth, 'text'} end
   local ok, envelope = pcall(cjson.decode, message)
   if not ok or type(envelope) ~= 'table' or envelope.v ~= 1 or type(envelope.m) ~= 'table' then
     return {'corrupt', depth, 'envelope'}
@@ -203,7 +285,8 @@ elseif op == 'pop' then
     if parent ~= 0 then
       local previous = redis.call('HGET', LINKS, parent)
       if not previous then return {'corrupt', depth, 'missing'} end
-      _, through = parse_link(previous)
+      local _, previous_through = parse_link(previous)
+      through = previous_through
     end
     row.summary, row.through = parent, through
     commit(row, 'pop', head0, base0, {summary_id = id}, true)

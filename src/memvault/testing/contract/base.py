@@ -74,8 +74,9 @@ class ContractBase:
         if capability not in self.capabilities:
             pytest.skip(f"the backend declares no {capability!r} capability")
 
-    def corrupt(self, store: Any, session_id: str, depth: int, body: str) -> None:
-        """Overwrite the stored body of the message at ``depth`` with ``body``."""
+    def corrupt(self, store: Any, session_id: str, depth: int, body: str | bytes) -> None:
+        """Overwrite the stored body of the message at ``depth`` with ``body`` (bytes
+        are stored as they are; skip if the backend's storage cannot hold them)."""
         pytest.skip("the test class does not implement corrupt()")
 
 

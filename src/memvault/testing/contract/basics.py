@@ -31,6 +31,26 @@ class BasicsContract(ContractBase):
         assert s.history(last=0) == []
         assert texts(s.history(last=99)) == ["m0", "m1", "m2", "m3", "m4"]
 
+    def test_full_batches_round_trip(self, store: Any) -> None:
+        """Two batches of the largest size (``max_batch``, 1,000 by default) come back
+        whole and in order: history, history(last=) across the batches' edge, fork,
+        and, after a pop and another append (the new node's id no longer follows its
+        parent's), the same again. Failing: a backend that splits long argument lists
+        (Redis's scripts send at most 500 field-value pairs a call) dropped or
+        misaligned the messages after the first slice.
+        """
+        n = min(store.options.limits.max_batch, 1000)
+        s = store.session("s")
+        sent = users(n, "a") + users(n, "b")
+        s.append(sent[:n])
+        s.append(sent[n:])
+        assert s.history() == sent and s.history(last=n + n // 2) == sent[n // 2:]
+        assert s.pop() == sent[-1]
+        sent[-1:] = users(1, "c")
+        s.append(sent[-1:])
+        assert s.history(last=2 * n - 1) == sent[1:]
+        assert s.fork("copy").history() == sent and s.info().length == 2 * n
+
     def test_missing_session_reads_empty(self, store: Any) -> None:
         """A session never written has no history, no info, no snapshots, no log.
         Failing: reads create the session or raise.

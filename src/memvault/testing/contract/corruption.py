@@ -47,12 +47,12 @@ class CorruptionContract(ContractBase):
 
     @pytest.mark.parametrize("kind", CHAIN_DAMAGE)
     def test_broken_chain_is_loud(self, store: Any, kind: str) -> None:
-        """A chain missing a node, or with a node that is its own parent: history,
-        fork and pop give exactly what was written or raise CorruptRecordError; a
-        failed write changes nothing. Failing: SQLite and PostgreSQL returned a
-        shorter history (5 messages, 2 returned), SQLite looped for ever on a node
-        that is its own parent and PostgreSQL returned the head 5 times; fork copied
-        the truncated history; pop raised a raw TypeError.
+        """A chain missing a node, or with a node that is its own parent: history
+        (both views), fork and pop give exactly what was written or raise
+        CorruptRecordError; a failed write changes nothing. Failing: SQLite and
+        PostgreSQL returned a shorter history (5 messages, 2 returned), SQLite looped
+        for ever on a node that is its own parent and PostgreSQL returned the head 5
+        times; fork copied the truncated history; pop raised a raw TypeError.
         """
         self.require("corrupt")
         sent = users(5)
@@ -60,6 +60,7 @@ class CorruptionContract(ContractBase):
         s.append(sent)
         self.damage(store, "victim", 3, kind)
         loud = not _loud("victim", s.history, sent)
+        loud = not _loud("victim", lambda: s.history(full=True), sent) or loud
         assert _loud("victim", lambda: s.history(last=2), sent[3:])
         assert s.info().length == 5
         if not _loud("victim", lambda: s.fork("copy").history(), sent):
@@ -108,19 +109,25 @@ class CorruptionContract(ContractBase):
         assert (s.info().version, s.info().length) == (1, 3)
         assert [e.op for e in s.log()] == ["append"]
 
-    def test_undecodable_head_leaves_pop_undone(self, store: Any) -> None:
-        """pop of a message that cannot be decoded raises CorruptRecordError and
-        changes nothing. Failing: pop committed before decoding, so a retry popped a
-        second message.
+    @pytest.mark.parametrize("body", [
+        "not json", b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}'],
+        ids=["not-json", "not-utf8"])
+    def test_undecodable_head_leaves_pop_undone(self, store: Any, body: str | bytes) -> None:
+        """pop of a message that cannot be decoded (not JSON; an envelope whose bytes
+        are not UTF-8) raises CorruptRecordError naming it and changes nothing.
+        Failing: pop committed before decoding, so a retry popped a second message;
+        on Redis a body that is not UTF-8 was popped, then the reply raised.
         """
         self.require("corrupt")
         s = store.session("victim")
         s.append(users(2))
-        self.corrupt(store, "victim", 2, "not json")
+        self.corrupt(store, "victim", 2, body)
         for _ in range(2):
-            with pytest.raises(CorruptRecordError):
+            with pytest.raises(CorruptRecordError) as err:
                 s.pop()
+            assert (err.value.session_id, err.value.depth) == ("victim", 2)
         assert (s.info().version, s.info().length) == (1, 2)
+        assert [e.op for e in s.log()] == ["append"]
 
     @pytest.mark.parametrize(("kind", "read", "named"), [
         ("event", "log", "event"), ("snapshot", "snapshots", "'here'")])

@@ -172,6 +172,29 @@ class InputsContract(ContractBase):
                 call()
         assert s.info().version == 1
 
+    def test_event_details_name_odd_ids_exactly(self, store: Any) -> None:
+        """The event log names message ids, snapshots and sessions exactly, NUL
+        characters, quotes, backslashes and non-ASCII included (a NUL first, inside
+        and last): snapshot, pop, summarize, rollback and fork details. Failing:
+        PostgreSQL builds these JSON strings around NUL bytes (text cannot hold them);
+        a mutant that cut or kept one byte beside each NUL survived the suite.
+        """
+        odd = '\x00é"\x00\\x\x00'
+        s = store.session("s" + odd)
+        first, second = Message.user("a", id="a" + odd), Message.user("b", id="b" + odd)
+        s.append([first, second])
+        s.snapshot("cp" + odd)
+        s.pop()
+        s.summarize(Message.system("S", id="S" + odd), through=first.id)
+        s.pop()
+        s.rollback("cp" + odd)
+        s.fork("copy", at="cp" + odd)
+        assert [e.detail for e in s.log()[1:]] == [
+            {"name": "cp" + odd}, {"message_id": "b" + odd},
+            {"messages": 1, "summary_id": "S" + odd, "through": "a" + odd},
+            {"summary_id": "S" + odd}, {"to": "cp" + odd, "saved": "auto:pre-rollback@v4"}]
+        assert store.session("copy").log()[0].detail == {"from": "s" + odd, "at": "cp" + odd}
+
     def test_weird_session_ids_stay_isolated(self, store: Any) -> None:
         """Hostile ids (SQL, key syntax, hash tags, globs, NUL) never touch another
         session's data. Failing: injection or key collision in the backend."""

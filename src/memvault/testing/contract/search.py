@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -122,6 +123,61 @@ class SearchContract(ContractBase):
         store.session("d").append([Message.user("plum plum plum")])
         asked = {h.session_id for h in store.search("plum", k=3, sessions=["a", "b"])}
         assert asked <= {"a", "b"} and len(store.search("plum", k=3, sessions=["a", "b"])) == 3
+
+    def test_a_deleted_session_leaves_the_ranking_as_it_was(self, store: Any) -> None:
+        """Once a session is deleted, its messages no longer weigh in the ranking's
+        statistics: a short and a long match rank as they did before it existed
+        (where the statistics span the store, its long messages, once indexed, put
+        the long match first). Failing: the index statistics kept a deleted session's
+        documents (PostgreSQL's purge leaving its search_docs rows survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user("melon"),
+                  Message.user("melon melon melon " + " ".join(f"w{i}" for i in range(7)))])
+        before = [h.message.content for h in s.search("melon")]
+        gone = store.session("gone")
+        gone.append([Message.user(" ".join(f"x{i}" for i in range(2000))) for _ in range(3)])
+        assert len(store.search("melon")) == 2  # every session indexed
+        gone.delete()
+        assert [h.message.content for h in s.search("melon")] == before
+
+    @pytest.mark.parametrize("seed", range(3))
+    def test_hits_are_the_full_view_after_random_pops_and_rollbacks(
+            self, store: Any, seed: int) -> None:
+        """After random appends, pops, rollbacks and summaries, every cut ``k`` of
+        the ranking is the first ``k`` hits of the whole ranking, and the whole one
+        is exactly the full view's messages holding a word of the query. Failing: a
+        visibility shortcut (no walk, a walk not deep enough) that hides or shows the
+        wrong messages."""
+        rng = random.Random(seed)
+        vocabulary = "ant bee cat dog elk fox".split()
+        s = store.session("s")
+        for step in range(30):
+            roll = rng.random()
+            length = len(s.history(full=True))
+            if roll < 0.2 and length:
+                s.pop()
+            elif roll < 0.3:
+                s.snapshot(f"at{step}")
+            elif roll < 0.4 and s.snapshots():
+                s.rollback(rng.choice(s.snapshots()).name)
+            elif roll < 0.5 and (after := [m for m in s.history() if m.role == "user"]):
+                s.summarize(Message.system("summary " + rng.choice(vocabulary)),
+                            through=rng.choice(after).id)
+            else:
+                s.append([Message.user(" ".join(rng.choices(vocabulary, k=rng.randint(1, 5))))
+                          for _ in range(rng.randint(1, 6))])
+        full = s.history(full=True)
+        for query in ("cat", "ant fox", "summary bee"):
+            everything = s.search(query, k=1000)
+            words = set(query.split())
+            assert sorted(h.position for h in everything) == [
+                i for i, m in enumerate(full, 1) if words & set(str(m.content).split())]
+            for h in everything:
+                assert full[h.position - 1] == h.message
+            for k in (1, 2, 5):
+                assert [h.score for h in s.search(query, k=k)] == pytest.approx(
+                    [h.score for h in everything[:k]], rel=1e-9)
 
     @pytest.mark.parametrize("query", [
         '"cat', 'cat"', "cat*", "NEAR(cat dog)", "cat NEAR dog", "words:cat", "cat & dog",

@@ -149,6 +149,19 @@ class SummariesContract(ContractBase):
         s.clear()
         assert s.history() == [] and s.pop() is None
 
+    def test_pop_undoes_a_summary_of_a_summary(self, store: Any) -> None:
+        """pop of a summary taken over an earlier one brings the earlier one back as
+        the context view's start. Failing: undoing a summary whose predecessor is a
+        summary breaks (Redis's script assigned a global and raised)."""
+        s = store.session("s")
+        msgs = users(4, "m")
+        s.append(msgs)
+        s.summarize(Message.system("S1"), through=msgs[0].id)
+        s.summarize(Message.system("S2"), through=msgs[2].id)
+        assert s.pop().content == "m3"
+        assert s.pop().content == "S2"
+        assert texts(s.history()) == ["S1", "m1", "m2"] and s.info().summarized == 1
+
     def test_fork_copies_the_context_summary(self, store: Any) -> None:
         """fork copies the full view and the summary the context view starts with.
         Failing: a forked session loses its summary or its originals."""

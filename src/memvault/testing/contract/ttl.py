@@ -9,11 +9,23 @@ from typing import Any
 
 import pytest
 
+import memvault.store
 from memvault.errors import ConflictError
 from memvault.messages import Message
 from memvault.testing.contract.base import ContractBase, texts, users
 
 TTL = 1.5
+
+
+class FrozenClock:
+    """Stands for the ``time`` module memvault.store reads the clock from: ``time()``
+    answers ``now`` until a test moves it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
 
 
 class TtlContract(ContractBase):
@@ -68,6 +80,63 @@ class TtlContract(ContractBase):
                 s.append(users(1, "stale"), expect_version=1)
             assert s.append(users(1, "new"), expect_version=0) == 1
             assert texts(s.history()) == ["new0"]
+
+    def test_expiry_instant_is_exact(self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """By the client's clock (frozen here), a session is there until its
+        expires_at and gone from that instant on, for reads and writes alike: a
+        millisecond before, every read sees it; at expires_at, history, info,
+        snapshots, log and sessions() are empty, pop finds nothing and a write starts
+        afresh at version 0. Failing: a backend compared ``expires_at < now`` (Redis's
+        common.lua survived that mutation), so a session outlived its expiry.
+        """
+        self.require("ttl")
+        clock = FrozenClock(float(int(time.time())))
+        monkeypatch.setattr(memvault.store, "time", clock)
+        store = opener(ttl=60)
+        try:
+            s, other = store.session("s"), store.session("other")
+            s.append(users(2))
+            s.snapshot("cp")
+            other.append(users(1))
+            expires = clock.now + 60
+            clock.now = expires - 0.001
+            assert (s.info().length, len(s.history()), len(s.snapshots()), len(s.log())) == (
+                2, 2, 1, 2)
+            assert store.sessions() == ["other", "s"]
+            clock.now = expires
+            assert s.info() is None and s.history() == [] and s.snapshots() == []
+            assert s.log() == [] and store.sessions() == []
+            assert other.pop() is None and other.info() is None
+            assert s.append(users(1, "new"), expect_version=0) == 1
+            assert texts(s.history()) == ["new0"] and s.info().version == 1
+        finally:
+            store.close()
+
+    def test_a_write_without_ttl_makes_the_session_permanent(
+            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each write sets the expiry from its own store's ttl: a write through a store
+        opened without one leaves the session with no expiry, still there long after
+        the old expiry; a later write with a ttl sets one again. Failing: the old expiry
+        survived the write (Redis kept the expires field while it made the keys
+        persistent).
+        """
+        self.require("ttl")
+        self.require("persistent")  # two handles on one store
+        clock = FrozenClock(float(int(time.time())))
+        monkeypatch.setattr(memvault.store, "time", clock)
+        with_ttl, without = opener(ttl=60), opener()
+        try:
+            with_ttl.session("s").append(users(1))
+            assert with_ttl.session("s").info().expires_at is not None
+            without.session("s").append(users(1, "n"))
+            clock.now += 120
+            info = without.session("s").info()
+            assert info is not None and info.expires_at is None and info.length == 2
+            with_ttl.session("s").pop()
+            assert with_ttl.session("s").info().expires_at is not None
+        finally:
+            with_ttl.close()
+            without.close()
 
     def test_every_write_slides_the_ttl(self, opener: Any) -> None:
         """A write before expiry extends it by the full TTL.

@@ -40,9 +40,10 @@ class WritesContract(ContractBase):
         assert texts(s.history()) == ["hello"]
 
     def test_mixed_stored_and_new_ids_write_nothing(self, store: Any) -> None:
-        """A batch mixing stored and new ids raises DuplicateMessageError and writes
-        none of it.
-        Failing: the backend writes the new part of a mixed batch.
+        """A batch mixing stored and new ids raises DuplicateMessageError, counting the
+        stored ones and naming the smallest, and writes none of it.
+        Failing: the backend writes the new part of a mixed batch, or names an id that
+        is not stored (a new one of the batch) or not in the batch.
         """
         s = store.session("s")
         old = users(1)
@@ -50,6 +51,12 @@ class WritesContract(ContractBase):
         with pytest.raises(DuplicateMessageError):
             s.append([*old, Message.user("new")])
         assert texts(s.history()) == ["m0"] and s.info().version == 1
+        s.append([Message.user(i, id=i) for i in "bdf"])
+        batch = [Message.user(i, id=i) for i in "adbz"]
+        with pytest.raises(DuplicateMessageError,
+                           match=r"2 of 4 message ids are already stored \(e\.g\. 'b'\)"):
+            s.append(batch)
+        assert texts(s.history()) == ["m0", "b", "d", "f"] and s.info().version == 2
 
     def test_repeated_id_within_a_batch_is_refused(self, store: Any) -> None:
         """One id twice in one batch raises and writes nothing.

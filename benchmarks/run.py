@@ -89,6 +89,10 @@ _COMPACT_QUICK = ("--sessions", "2000", "--messages", "20000", "--rounds", "1", 
 BENCHMARKS: list[Entry] = [
     Entry("sqlite", "bench_sqlite.py", (*_PEERS_QUICK, "--dir", "{tmp}"),
           (*_PEERS_FULL, "--dir", "{tmp}")),
+    # where SQLite's append and history ratios go, part by part
+    Entry("sqlite-parts", "bench_sqlite_parts.py",
+          ("--calls", "100", "--warmup", "20", "--runs", "1"),
+          ("--calls", "1000", "--warmup", "200", "--runs", "3")),
     Entry("redis", "bench_redis.py", (*_PEERS_QUICK, "--url", "{redis_url}"),
           (*_PEERS_FULL, "--url", "{redis_url}"), needs=(REDIS,)),
     Entry("postgres", "bench_postgres.py", (*_PEERS_QUICK, "--url", "{pg_url}"),

@@ -9,7 +9,8 @@
 -- about `budget` ids per call, so a rare match never blocks the server for long.
 local Z = KEYS[2]
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
-local desc, count, match, budget = ARGV[1] == 'desc', tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local desc, count, match = ARGV[1] == 'desc', tonumber(ARGV[2]), ARGV[3]
+local budget = tonumber(ARGV[4])
 local key, after = ARGV[5], ARGV[6]
 
 -- a < b byte by byte, as the sorted set orders members (Lua's < follows the locale)

@@ -46,7 +46,8 @@ class AsyncSession:
                      expect_version: int | None = None,
                      expect_message: str | None = None) -> int:
         records = await self._store.embedded(self.id,
-                                             self._opts.encode(messages, expect_version))
+                                             self._opts.encode(messages, expect_version,
+                                                               expect_message))
         return await self._backend.append(self.id, records, expect_version, expect_message,
                                           self._opts.write())
 

@@ -39,7 +39,8 @@ class InvalidMessageError(MemvaultError, ValueError):
 
 class InvalidArgumentError(MemvaultError, ValueError):
     """A count argument (``last``, ``keep_last``, ``keep_events``, ``expect_version``)
-    is not an int in 0..2**63-1; refused before any I/O, the same on every backend."""
+    is not an int in 0..2**63-1, or ``expect_message`` is not a message id; refused
+    before any I/O, the same on every backend."""
 
 
 class ConflictError(MemvaultError):

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from memvault.errors import CorruptRecordError, DuplicateMessageError, InvalidMessageError
+from memvault.model import MAX_MESSAGE_ID
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 FORMAT_VERSION = 1
@@ -179,7 +180,7 @@ class Message(_Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(default_factory=new_message_id, min_length=1, max_length=256)
+    id: str = Field(default_factory=new_message_id, min_length=1, max_length=MAX_MESSAGE_ID)
     role: Role
     content: str | list[dict[str, JsonValue]] | None = None
     name: str | None = None

@@ -36,6 +36,7 @@ from memvault.model import (
     Snapshot,
     check_batch,
     check_count,
+    check_message_id,
     check_seconds,
 )
 from memvault.paging import SessionPage, check_page, page_of
@@ -93,10 +94,13 @@ class Options:
         """The time of a read (epoch seconds): what has expired by then is not there."""
         return time.time()
 
-    def encode(self, messages: Sequence[MessageLike], expect_version: int | None) -> list[Record]:
+    def encode(self, messages: Sequence[MessageLike], expect_version: int | None,
+               expect_message: str | None = None) -> list[Record]:
         """Validate an append's arguments; raises before anything is written."""
         if expect_version is not None:
             check_count("expect_version", expect_version)
+        if expect_message is not None:
+            check_message_id("expect_message", expect_message)
         lim = self.limits
         return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
@@ -203,7 +207,8 @@ class Session:
             ConflictError: ``expect_version`` did not match, or ``expect_message`` is not
                 stored (checked in that order, after the ids).
         """
-        records = self._store.embedded(self.id, self._opts.encode(messages, expect_version))
+        records = self._store.embedded(self.id, self._opts.encode(messages, expect_version,
+                                                                  expect_message))
         return self._backend.append(self.id, records, expect_version, expect_message,
                                     self._opts.write())
 

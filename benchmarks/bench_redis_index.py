@@ -9,9 +9,9 @@ The contenders append one 2-message turn to one session, each under its own key
 prefix (deleted at the end), with the same sliding TTL:
 
 - raw redis-py: ``MULTI`` of ``RPUSH`` and ``EXPIRE`` (``bench_redis.Raw``);
-- memvault: the current code, whose write script also keeps the index (one hash
-  entry and five sorted-set entries per session; each write also unindexes up to two
-  expired sessions);
+- memvault: the current code, whose write script also keeps the index (a session in
+  five sorted sets: four ``ZADD`` a write, one more and the expiry probe when it
+  creates the session);
 - memvault before the index: the same store code running the write script of
   ``--before`` (the last commit without the index), without the index's keys.
 
@@ -52,6 +52,7 @@ from memvault.backends.redis_ops import Eval, Layout, Operations, Script, _conte
 from memvault.torture.servers import RedisServer
 
 LUA = "src/memvault/backends/redis_lua"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Before(Operations):
@@ -69,7 +70,7 @@ def old_write_script(revision: str) -> Script:
     """write.lua as ``revision`` had it (with its common.lua), as Script.load builds it."""
     def show(name: str) -> str:
         return subprocess.run(["git", "show", f"{revision}:{LUA}/{name}"], check=True,
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, cwd=ROOT).stdout
 
     text = f"#!lua\n{show('common.lua')}\n{show('write.lua')}"
     return Script(text, hashlib.sha1(text.encode("utf-8")).hexdigest())

@@ -125,7 +125,7 @@ def compare_appends(url: str, hybrid: memvault.Store, lexical: memvault.Store,
     def before(n: int) -> object:  # Session.append before embedders: encode, then write
         session = lexical.session("append-before")
         opts = lexical.options
-        return lexical.backend.append(session.id, opts.encode(turn(n), None), None,
+        return lexical.backend.append(session.id, opts.encode(turn(n), None), None, None,
                                       opts.write())
 
     return compare(

@@ -43,10 +43,13 @@ class AsyncSession:
         return f"AsyncSession({self.id!r})"
 
     async def append(self, messages: Sequence[MessageLike], *,
-                     expect_version: int | None = None) -> int:
+                     expect_version: int | None = None,
+                     expect_message: str | None = None) -> int:
         records = await self._store.embedded(self.id,
-                                             self._opts.encode(messages, expect_version))
-        return await self._backend.append(self.id, records, expect_version, self._opts.write())
+                                             self._opts.encode(messages, expect_version,
+                                                               expect_message))
+        return await self._backend.append(self.id, records, expect_version, expect_message,
+                                          self._opts.write())
 
     async def history(self, last: int | None = None, *, full: bool = False,
                       at_version: int | None = None) -> list[Message]:

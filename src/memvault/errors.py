@@ -39,7 +39,8 @@ class InvalidMessageError(MemvaultError, ValueError):
 
 class InvalidArgumentError(MemvaultError, ValueError):
     """A count argument (``last``, ``keep_last``, ``keep_events``, ``expect_version``)
-    is not an int in 0..2**63-1; refused before any I/O, the same on every backend."""
+    is not an int in 0..2**63-1, or ``expect_message`` is not a message id; refused
+    before any I/O, the same on every backend."""
 
 
 class ConflictError(MemvaultError):
@@ -108,6 +109,11 @@ class OutcomeUnknownError(BackendError):
 def version_conflict(session_id: str, current: int, expected: int) -> ConflictError:
     """``expect_version`` did not match."""
     return ConflictError(f"session {session_id!r} is at version {current}, expected {expected}")
+
+
+def not_stored(session_id: str, msg_id: str) -> ConflictError:
+    """``expect_message`` is not stored in the session."""
+    return ConflictError(f"session {session_id!r} does not store message {msg_id!r}")
 
 
 def session_exists(session_id: str) -> ConflictError:

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from memvault.errors import CorruptRecordError, DuplicateMessageError, InvalidMessageError
+from memvault.model import MAX_MESSAGE_ID
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 FORMAT_VERSION = 1
@@ -179,7 +180,7 @@ class Message(_Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(default_factory=new_message_id, min_length=1, max_length=256)
+    id: str = Field(default_factory=new_message_id, min_length=1, max_length=MAX_MESSAGE_ID)
     role: Role
     content: str | list[dict[str, JsonValue]] | None = None
     name: str | None = None
@@ -374,18 +375,61 @@ def _checked(body: str | bytes) -> Message | None:
             or (isinstance(content, list) and _json_problem(content, MAX_NESTING))):
         return None
     fields["created_at"] = fields["created_at"].replace(tzinfo=timezone.utc)
+    return _built(fields, stored.__pydantic_fields_set__)
+
+
+def _built(fields: dict[str, Any], fields_set: set[str]) -> Message:
+    """A Message of checked fields, built as ``model_construct`` does."""
     message = Message.__new__(Message)
     object.__setattr__(message, "__dict__", fields)
-    object.__setattr__(message, "__pydantic_fields_set__", stored.__pydantic_fields_set__)
+    object.__setattr__(message, "__pydantic_fields_set__", fields_set)
     object.__setattr__(message, "__pydantic_extra__", None)
     object.__setattr__(message, "__pydantic_private__", None)
     return message
 
 
+# Bodies decoded lately, by their exact text: an agent reads the same tail of its
+# session at every turn, and a stored body's text decodes to one Message whoever
+# reads it. Only text bodies up to _DECODED_CHARS, of messages with text content
+# and flat metadata (scalar values), are kept, as their fields: each read builds
+# its Message with a metadata dict of its own; everything else in a Message is
+# immutable. Damage changes the text, so a damaged record is never found here.
+# At most _DECODED_COUNT bodies (oldest out first): ~2 MB for bodies of 1 KB.
+_DECODED_COUNT = 1024
+_DECODED_CHARS = 4096
+_decoded: dict[str, tuple[dict[str, Any], frozenset[str]]] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _own(fields: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a Message's fields with a metadata dict of its own."""
+    copy = dict(fields)
+    copy["metadata"] = dict(copy["metadata"])
+    return copy
+
+
+def _remember(body: str, message: Message) -> None:
+    if len(body) > _DECODED_CHARS or not isinstance(message.content, (str, type(None))) or \
+            not all(isinstance(v, _SCALARS) for v in message.metadata.values()):
+        return
+    if len(_decoded) >= _DECODED_COUNT:
+        try:
+            del _decoded[next(iter(_decoded))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread evicted it
+            pass
+    _decoded[body] = (_own(message.__dict__), frozenset(message.__pydantic_fields_set__))
+
+
 def decode_message(session_id: str, depth: int, body: str | bytes) -> Message:
     """Decode a stored envelope, or raise CorruptRecordError naming session and depth."""
+    if isinstance(body, str):
+        seen = _decoded.get(body)
+        if seen is not None:
+            return _built(_own(seen[0]), set(seen[1]))
     message = _checked(body)  # reading a history is mostly this call
     if message is not None:
+        if isinstance(body, str):
+            _remember(body, message)
         return message
     try:
         envelope = json.loads(body)

@@ -12,6 +12,7 @@ from memvault.errors import ConfigurationError, InvalidArgumentError, InvalidMes
 
 AUTO_PREFIX = "auto:"
 MAX_COUNT = 2**63 - 1
+MAX_MESSAGE_ID = 256  # characters in a message id (Message.id)
 """The largest count any backend stores (a signed 64-bit integer)."""
 
 
@@ -200,6 +201,19 @@ def check_count(what: str, value: object) -> int:
         shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
         raise InvalidArgumentError(f"{what} must be an integer from 0 to 2**63-1, got {shown}")
     return value
+
+
+def check_message_id(what: str, value: object) -> str:
+    """An argument naming a stored message (``expect_message``): a message id, a
+    non-empty string of at most 256 characters, valid Unicode; checked before any I/O.
+
+    Raises:
+        InvalidArgumentError: naming ``what``.
+    """
+    try:
+        return _check_text(what, value, MAX_MESSAGE_ID)
+    except InvalidMessageError as exc:
+        raise InvalidArgumentError(f"{exc} (a message id)") from None
 
 
 def check_batch(value: object) -> int:

@@ -36,6 +36,7 @@ from memvault.model import (
     Snapshot,
     check_batch,
     check_count,
+    check_message_id,
     check_seconds,
 )
 from memvault.paging import SessionPage, check_page, page_of
@@ -93,10 +94,13 @@ class Options:
         """The time of a read (epoch seconds): what has expired by then is not there."""
         return time.time()
 
-    def encode(self, messages: Sequence[MessageLike], expect_version: int | None) -> list[Record]:
+    def encode(self, messages: Sequence[MessageLike], expect_version: int | None,
+               expect_message: str | None = None) -> list[Record]:
         """Validate an append's arguments; raises before anything is written."""
         if expect_version is not None:
             check_count("expect_version", expect_version)
+        if expect_message is not None:
+            check_message_id("expect_message", expect_message)
         lim = self.limits
         return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
@@ -181,13 +185,17 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
 
-    def append(self, messages: Sequence[MessageLike], *, expect_version: int | None = None) -> int:
+    def append(self, messages: Sequence[MessageLike], *, expect_version: int | None = None,
+               expect_message: str | None = None) -> int:
         """Append messages atomically, in order, after the current head.
 
         Args:
             messages: Messages (or mappings of their fields); 1 to ``max_batch``.
             expect_version: compare-and-set: raise ConflictError unless the session is
                 at this version (0 for a session that does not exist yet).
+            expect_message: compare-and-set: raise ConflictError unless the session
+                stores a message of this id (visible or hidden). Unlike a version, an
+                id tells a session deleted and made again from the one it was.
 
         Returns:
             The session's version after the append. A batch whose ids are all stored
@@ -196,10 +204,13 @@ class Session:
         Raises:
             InvalidMessageError: bad input; nothing was written.
             DuplicateMessageError: the batch mixes stored and new ids.
-            ConflictError: ``expect_version`` did not match.
+            ConflictError: ``expect_version`` did not match, or ``expect_message`` is not
+                stored (checked in that order, after the ids).
         """
-        records = self._store.embedded(self.id, self._opts.encode(messages, expect_version))
-        return self._backend.append(self.id, records, expect_version, self._opts.write())
+        records = self._store.embedded(self.id, self._opts.encode(messages, expect_version,
+                                                                  expect_message))
+        return self._backend.append(self.id, records, expect_version, expect_message,
+                                    self._opts.write())
 
     def history(self, last: int | None = None, *, full: bool = False,
                 at_version: int | None = None) -> list[Message]:

@@ -16,10 +16,12 @@ lexical one by reciprocal rank fusion (:func:`fuse`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from memvault.backends.base import Stored
 from memvault.embedders import Embedder
@@ -146,15 +148,20 @@ class Index:
         if self.held > KEYS:
             keys.clear()
             self.held = 0
-        rows = []
+        parts = []
         for sid, stored in views:
-            for pos, (depth, body) in enumerate(stored, 1):
-                key = keys.get(body)
-                if key is None:
-                    key = keys[body] = text_key(text_of(decode_message(sid, depth, body)))
-                    self.held += len(body)
-                rows.append((sid, pos, depth, body, key))
-        return Docs(rows)
+            found = list(map(keys.get, [body for _, body in stored]))  # no loop in Python
+            if None in found:
+                for i, key in enumerate(found):
+                    if key is None:
+                        depth, body = stored[i]
+                        key = found[i] = keys.get(body)  # the same body earlier in the view
+                        if key is None:
+                            key = found[i] = keys[body] = text_key(
+                                text_of(decode_message(sid, depth, body)))
+                            self.held += len(body)
+            parts.append((sid, stored, cast(list[str], found)))  # no None left
+        return Docs(parts)
 
     def unknown(self, docs: Docs) -> list[str]:
         return list(set(docs.keys).difference(self.cache))
@@ -204,23 +211,30 @@ class Index:
 
 
 class Docs:
-    """The messages of the full views searched, as stored: one plain tuple each
-    (session id, position, depth, body, key), the columns of :class:`Doc`; a
-    :class:`Doc` is made only for the messages used (making one per message took as
-    long as the rest of building them), ``keys`` in order."""
+    """The messages of the full views searched, as stored, with their text keys:
+    ``keys`` in order; a :class:`Doc` is made only for the messages used (making one
+    per message took as long as the rest of the search)."""
 
-    def __init__(self, rows: list[tuple[str, int, int, str, str]]) -> None:
-        self.rows = rows
-        self.keys = [row[4] for row in rows]
+    def __init__(self, parts: list[tuple[str, list[Stored], list[str]]]) -> None:
+        self.parts = parts  # (session id, its full view as stored, their keys)
+        self.keys = parts[0][2] if len(parts) == 1 else [k for *_, ks in parts for k in ks]
+        self.starts = list(itertools.accumulate((len(ks) for *_, ks in parts), initial=0))
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.keys)
 
     def __getitem__(self, i: int) -> Doc:
-        return Doc(*self.rows[i])
+        i = int(i)  # a numpy integer (argsort's) would make a numpy position
+        part = bisect.bisect_right(self.starts, i) - 1
+        sid, stored, keys = self.parts[part]
+        at = i - self.starts[part]
+        depth, body = stored[at]
+        return Doc(sid, at + 1, depth, body, keys[at])
 
     def __iter__(self) -> Iterator[Doc]:
-        return (Doc(*row) for row in self.rows)
+        for sid, stored, keys in self.parts:
+            for at, ((depth, body), key) in enumerate(zip(stored, keys, strict=True), 1):
+                yield Doc(sid, at, depth, body, key)
 
 
 class Doc(NamedTuple):

@@ -111,3 +111,28 @@ def test_bad_page_arguments_raise_before_any_io() -> None:
                    {"descending": 1}):
         with pytest.raises(memvault.InvalidArgumentError):
             store.sessions_page(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [3, b"id", "", "x" * 257, "\ud800", ["id"]])
+def test_bad_expect_message_is_refused_on_every_backend(any_store_url: str,
+                                                         value: Any) -> None:
+    """`expect_message=` must be a message id (a non-empty string of at most 256
+    characters, valid Unicode): anything else raises InvalidArgumentError before any
+    I/O, on every backend and face, and writes nothing."""
+    with memvault.open(any_store_url) as store:
+        s = store.session("s")
+        s.append([Message.user("x")])
+        with pytest.raises(InvalidArgumentError, match="expect_message"):
+            s.append([Message.user("y")], expect_message=value)
+        info = s.info()
+        assert info is not None and info.version == 1 and info.length == 1
+
+    async def go() -> None:
+        async with memvault.open_async(any_store_url) as store:
+            with pytest.raises(InvalidArgumentError, match="expect_message"):
+                await store.session("s").append([Message.user("y")], expect_message=value)
+            info = await store.session("s").info()
+            assert info is not None and info.version == 1
+
+    if not any_store_url.startswith("memory:"):
+        asyncio.run(go())

@@ -60,7 +60,7 @@ def _hot_paths(calls: Calls, round_: int) -> list[Call[Any]]:
     record = encode_message(Message.user("hot", id=f"hot{round_}"), 1 << 20)
     summary = encode_message(Message.system(f"summary {round_}"), 1 << 20)
     return [
-        calls.append("big", [record], None, _write()),
+        calls.append("big", [record], None, None, _write()),
         calls.history("big", 20, now),
         calls.info("big", now),
         calls.snapshot("big", f"cp{round_}", _write()),

@@ -246,9 +246,9 @@ def test_compact_removes_expired_sessions_physically(schema: str) -> None:
     try:
         past = Write("w", time.time() - 100, ttl=10)  # expired 90 s ago
         record = encode_message(Message.user("x"), 1 << 20)
-        backend.append("old", [record], None, past)
+        backend.append("old", [record], None, None, past)
         backend.snapshot("old", "cp", past)
-        backend.append("live", [encode_message(Message.user("y"), 1 << 20)], None,
+        backend.append("live", [encode_message(Message.user("y"), 1 << 20)], None, None,
                        Write("w", time.time(), None))
         assert backend.sessions(time.time()) == ["live"]
         stats = backend.compact(None, time.time())

@@ -13,7 +13,8 @@ from memvault.checks.opener import Opener
 from memvault.errors import BackendError, BackendUnavailableError, OutcomeUnknownError
 from memvault.messages import Message
 from memvault.testing.workers import turn
-from tests.support.redis import RedisServer, ReplyDropper
+from memvault.torture.proxy import CuttingProxy
+from tests.support.redis import RedisServer
 
 FACES = ["sync", "async"]
 
@@ -55,8 +56,8 @@ def test_unknown_outcome_then_retry_stores_once(server: RedisServer, face: str,
     "timeout": CLIENT PAUSE holds the append past socket_timeout (it never runs);
     "lost-reply": the append runs but a proxy swallows its reply (the retry finds
     the ids stored and writes nothing)."""
-    proxy = ReplyDropper(server.port)
-    store = Opener(proxy.url, face, {"socket_timeout": 0.5})()  # type: ignore[arg-type]
+    proxy = CuttingProxy(("127.0.0.1", server.port), cut_rate=0, seed=0)
+    store = Opener(f"redis://127.0.0.1:{proxy.port}/0", face, {"socket_timeout": 0.5})()  # type: ignore[arg-type]
     admin = server.client()
     try:
         s = store.session("s")
@@ -64,13 +65,13 @@ def test_unknown_outcome_then_retry_stores_once(server: RedisServer, face: str,
         if loss == "timeout":
             admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
         else:
-            proxy.drop.set()
+            proxy.reply_cut_rate = 1  # the reply is cut short: the append ran
         with pytest.raises(OutcomeUnknownError) as err:
             s.append(turn("w", 1))
         cause = redis.TimeoutError if loss == "timeout" else redis.ConnectionError
         assert isinstance(err.value.__cause__, cause)
         admin.ping()  # returns once a pause is over
-        proxy.drop.clear()
+        proxy.reply_cut_rate = 0
         if loss == "lost-reply":
             assert s.info().version == 2  # it did run
         assert s.append(turn("w", 1)) == 2

@@ -44,7 +44,7 @@ def outcome(backend: Any, op: str, args: list[Any], records: list[Record], w: Wr
     """What one operation returned, or the type and message of what it raised."""
     try:
         if op == "append":
-            return ("ok", backend.append(args[0], records, args[2], w))
+            return ("ok", backend.append(args[0], records, args[2], None, w))
         if op == "compact":
             return ("ok", backend.compact(args[0], w.now))
         if op == "delete":
@@ -142,7 +142,7 @@ def test_sessions_stored_without_a_run_read_the_same() -> None:
     def append(*ids: str) -> None:
         records = [encode_message(Message.user(i, id=i), 1 << 20) for i in ids]
         for b in (reference, redis_backend):
-            b.append("s", records, None, w)
+            b.append("s", records, None, None, w)
 
     client = raw_client(url)
     try:
@@ -180,7 +180,7 @@ def test_sessions_stored_without_a_summary_pointer_read_the_same() -> None:
         records = [encode_message(Message.user(i, id=i), 1 << 20) for i in "abc"]
         summary = encode_message(Message.system("S", id="S"), 1 << 20)
         for b in (reference, redis_backend):
-            b.append("s", records, None, w)
+            b.append("s", records, None, None, w)
         client.hdel(Layout("memvault").keys("s")[0], "summary", "through")
         same()
         for b in (reference, redis_backend):
@@ -205,7 +205,7 @@ def test_compact_removes_every_record_of_the_nodes_it_counts() -> None:
     try:
         records = [encode_message(Message.user(i, id=i), 1 << 20) for i in "abcde"]
         for b in (reference, redis_backend):
-            b.append("s", records, None, w)
+            b.append("s", records, None, None, w)
             b.pop("s", w)
             b.pop("s", w)
         assert (redis_backend.compact(0, w.now, 1, None)

@@ -55,7 +55,7 @@ class ReadModifyWriteAppend(SqliteBackend):
     concurrent writers overwrite each other's turns."""
 
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               w: Write) -> int:
+               expect_message: str | None, w: Write) -> int:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, w.now)
             stored = txn.stored_ids(row, [r.id for r in records]) if row else set()
@@ -128,7 +128,7 @@ class AckBeforeCommit(SqliteBackend):
         super().__init__(path, **options)
 
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               w: Write) -> int:
+               expect_message: str | None, w: Write) -> int:
         with self._plock:
             info = SqliteBackend.info(self, session_id, w.now)
             queued = sum(1 for p in self._pending if p[0] == session_id)
@@ -143,7 +143,7 @@ class AckBeforeCommit(SqliteBackend):
         with self._plock:
             items, self._pending, self._timer = self._pending, [], None
         for session_id, records, w in items:
-            SqliteBackend.append(self, session_id, records, None, w)
+            SqliteBackend.append(self, session_id, records, None, None, w)
 
     def transaction(self, write: bool) -> Any:
         if self._pending and not self._plock.locked():

@@ -10,6 +10,7 @@ wrong key of an ``EncryptedSerializer``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,9 @@ def message(text: str) -> BaseMessage:
                      tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": text}])
 
 
-def put(saver: Any, thread: str, cid: str, texts: list[str], parent: str | None = None,
-        messages: list[BaseMessage] | None = None) -> None:
+def args(thread: str, cid: str, texts: list[str], parent: str | None = None,
+         messages: list[BaseMessage] | None = None) -> tuple[Any, ...]:
+    """The arguments of a ``put`` of checkpoint ``cid`` holding ``texts`` (or ``messages``)."""
     checkpoint = empty_checkpoint()
     checkpoint["id"] = cid
     checkpoint["channel_values"] = {"messages": messages or [message(t) for t in texts],
@@ -40,7 +42,12 @@ def put(saver: Any, thread: str, cid: str, texts: list[str], parent: str | None 
     where = {"thread_id": thread, "checkpoint_ns": ""}
     if parent is not None:
         where["checkpoint_id"] = parent
-    saver.put({"configurable": where}, checkpoint, {"source": "loop", "step": int(cid)}, {})
+    return {"configurable": where}, checkpoint, {"source": "loop", "step": int(cid)}, {}
+
+
+def put(saver: Any, thread: str, cid: str, texts: list[str], parent: str | None = None,
+        messages: list[BaseMessage] | None = None) -> None:
+    saver.put(*args(thread, cid, texts, parent, messages))
 
 
 def read(saver: Any, thread: str, cid: str | None = None) -> list[BaseMessage] | None:
@@ -196,3 +203,43 @@ def test_a_saver_that_just_wrote_still_sees_what_others_wrote_around_it(
         assert got is not None and got.pending_writes == [("task", "ch", "w")]
         assert [t.config["configurable"]["checkpoint_id"]
                 for t in mine.list({"configurable": {"thread_id": "t"}})] == ["4", "3", "2", "1"]
+
+
+def test_a_child_put_without_reading_after_another_saver_remade_the_thread_reads_back(
+        any_store_url: str) -> None:
+    # Two savers on two handles of one store (memory:// holds nothing across handles:
+    # there both savers share one). The other saver deletes the thread and puts the
+    # same checkpoint ids with the same messages, so the thread's version is again
+    # what the first saver last saw; the first then puts a child of a checkpoint
+    # whose stored node is gone, without reading first.
+    with memvault.open(any_store_url) as store, (
+            memvault.open(any_store_url) if not any_store_url.startswith("memory:")
+            else contextlib.nullcontext(store)) as elsewhere:
+        mine, other = MemvaultSaver(store), MemvaultSaver(elsewhere)
+        put(mine, "t", "1", ["h1"])
+        put(mine, "t", "2", ["h1", "ai1"], parent="1")
+        other.delete_thread("t")
+        put(other, "t", "1", ["h1"])
+        put(other, "t", "2", ["h1", "ai1"], parent="1")
+        put(mine, "t", "3", ["h1", "ai1", "h3"], parent="2")
+        assert texts(read(MemvaultSaver(elsewhere), "t", "3")) == ["h1", "ai1", "h3"]
+        assert texts(read(mine, "t", "3")) == ["h1", "ai1", "h3"]
+        assert texts(read(other, "t", "2")) == ["h1", "ai1"]
+
+
+async def test_the_same_put_without_reading_on_async_stores(any_store_url: str) -> None:
+    async with MemvaultSaver.from_conn_string(any_store_url) as mine:
+        shared = any_store_url.startswith("memory:")
+        async with (contextlib.nullcontext(mine) if shared
+                    else MemvaultSaver.from_conn_string(any_store_url)) as elsewhere:
+            other = MemvaultSaver(async_store=elsewhere.async_store)
+            await mine.aput(*args("t", "1", ["h1"]))
+            await mine.aput(*args("t", "2", ["h1", "ai1"], parent="1"))
+            await other.adelete_thread("t")
+            await other.aput(*args("t", "1", ["h1"]))
+            await other.aput(*args("t", "2", ["h1", "ai1"], parent="1"))
+            await mine.aput(*args("t", "3", ["h1", "ai1", "h3"], parent="2"))
+            got = await elsewhere.aget_tuple(
+                {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "3"}})
+            assert got is not None
+            assert texts(got.checkpoint["channel_values"]["messages"]) == ["h1", "ai1", "h3"]

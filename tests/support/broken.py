@@ -22,12 +22,12 @@ class LosingBackend(SqliteBackend):
     appends = 0
 
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               w: Write) -> int:
+               expect_message: str | None, w: Write) -> int:
         LosingBackend.appends += 1
         if LosingBackend.appends % 4 == 0:
             info = self.info(session_id, w.now)
             return (info.version if info else 0) + 1
-        return super().append(session_id, records, expect_version, w)
+        return super().append(session_id, records, expect_version, expect_message, w)
 
 
 class SnapshotWipingBackend(SqliteBackend):
@@ -48,10 +48,10 @@ class TearingBackend(SqliteBackend):
     in the middle of it (a read-modify-write append split in two)."""
 
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               w: Write) -> int:
+               expect_message: str | None, w: Write) -> int:
         version = 0
         for i, record in enumerate(records):
             if i:
                 time.sleep(0.02)
-            version = super().append(session_id, [record], expect_version, w)
+            version = super().append(session_id, [record], expect_version, expect_message, w)
         return version

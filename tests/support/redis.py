@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -141,47 +139,3 @@ def redis_cluster(folder: Path, masters: int = 3) -> Iterator[list[RedisServer]]
         cluster.close()
 
 
-class ReplyDropper:
-    """A TCP proxy in front of a server that can swallow replies: while ``drop`` is
-    set, a command still reaches the server and runs, but the proxy closes the
-    client's connection instead of passing the reply on (a reply lost in transit).
-    """
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.drop = threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self.target_port))
-            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if replies and self.drop.is_set():
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        for s in (source, sink):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self._listener.close()

@@ -82,7 +82,8 @@ class Backend(Protocol):
     """
 
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int: ...
     def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
@@ -127,7 +128,8 @@ class AsyncBackend(Protocol):
     """The asynchronous backend protocol: :class:`Backend` with every method awaited."""
 
     async def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int: ...
     async def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
@@ -176,10 +178,11 @@ class ThreadedAsyncBackend:
                                        include_hidden, now)
 
     async def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int:
         return await asyncio.to_thread(self.backend.append, session_id, records,
-                                       expect_version, w)
+                                       expect_version, expect_message, w)
 
     async def history(self, session_id: str, last: int | None, now: float,
                       full: bool = False) -> list[Stored]:

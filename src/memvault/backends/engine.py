@@ -23,6 +23,7 @@ from memvault.errors import (  # the texts every backend shares: redis_ops impor
     duplicate_ids,
     hidden_through,
     message_missing,
+    not_stored,
     session_exists,
     snapshot_exists,
     snapshot_missing,
@@ -358,11 +359,16 @@ class Engine:
         txn.insert_nodes(row, nodes)
 
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int:
         with self.transaction(True) as txn:
             row = self._live(txn, session_id, w.now)
-            stored = txn.stored_ids(row, [r.id for r in records]) if row else set()
+            ids = [r.id for r in records]
+            # One look-up for the batch and the expected message (it is not in the batch:
+            # a batch that names it would be a retry, decided by the batch's own ids).
+            found = txn.stored_ids(row, [*ids, *filter(None, [expect_message])]) if row else set()
+            stored = found.intersection(ids)
             if stored:
                 if len(stored) == len(records):
                     return row.version if row else 0
@@ -370,6 +376,8 @@ class Engine:
             current = row.version if row else 0
             if expect_version is not None and expect_version != current:
                 raise version_conflict(session_id, current, expect_version)
+            if expect_message is not None and expect_message not in found:
+                raise not_stored(session_id, expect_message)
             row = self._start(txn, session_id, row, w)
             before = (row.head, row.base)
             self._add_nodes(txn, row, [(r.id, r.body) for r in records])

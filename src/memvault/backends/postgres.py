@@ -277,8 +277,8 @@ class PostgresBackend:
     # One line per protocol method, like RedisBackend's: each hands its call to _run.
     # Alike in shape only.
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               w: Write) -> int:
-        return self._run(self._calls.append(session_id, records, expect_version, w))
+               expect_message: str | None, w: Write) -> int:
+        return self._run(self._calls.append(session_id, records, expect_version, expect_message, w))
 
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> list[Stored]:
@@ -393,8 +393,9 @@ class AsyncPostgresBackend:
         await self._run(self._calls.put_vectors(items))
 
     async def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-                     w: Write) -> int:
-        return await self._run(self._calls.append(session_id, records, expect_version, w))
+                     expect_message: str | None, w: Write) -> int:
+        return await self._run(self._calls.append(session_id, records, expect_version,
+                                                  expect_message, w))
 
     async def history(self, session_id: str, last: int | None, now: float,
                       full: bool = False) -> list[Stored]:

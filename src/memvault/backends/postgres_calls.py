@@ -53,6 +53,7 @@ Refuse = Callable[[str, str], MemvaultError | None]
 # Each function's argument types, in order (the casts pin the overload and NULL types).
 _SIGNATURES: dict[str, tuple[str, ...]] = {
     "append": ("bytea", "bytea[]", "text[]", "bigint", "bytea", "float8", "float8"),
+    "append_after": ("bytea", "bytea[]", "text[]", "bigint", "bytea", "bytea", "float8", "float8"),
     "history": ("bytea", "bigint", "float8"),
     "full_history": ("bytea", "bigint", "float8"),
     "summarize": ("bytea", "bytea", "bytea", "text", "bigint", "bytea", "float8", "float8"),
@@ -94,6 +95,7 @@ THROUGH_HIDDEN = "MV007"
 THROUGH_SUMMARIZED = "MV008"
 BROKEN_CHAIN = "MV010"
 NOT_ENVELOPE = "MV011"
+NOT_STORED = "MV012"
 
 # Server errors that roll the transaction back and may pass if retried: deadlock and
 # serialization failures, lack of resources, lock and statement timeouts, shutdowns.
@@ -213,7 +215,7 @@ class Calls:
         # A write with search vectors: put_vectors and the write in one statement, one
         # transaction (the write's domain error rolls the vectors back too).
         put = self._sql["put_vectors"].removeprefix("SELECT * FROM ")
-        for name in ("append", "summarize"):
+        for name in ("append", "append_after", "summarize"):
             write = self._sql[name].removeprefix("SELECT * FROM ")
             self._sql[f"{name}+vectors"] = f"SELECT w.* FROM {put} AS v, {write} AS w"
 
@@ -249,7 +251,7 @@ class Calls:
         return _utf8(w.writer), w.now, w.expires_at
 
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               w: Write) -> Call[int]:
+               expect_message: str | None, w: Write) -> Call[int]:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == DUPLICATE_IDS:
                 count, example = detail.split(" ")
@@ -257,12 +259,19 @@ class Calls:
                                             bytes.fromhex(example).decode("utf-8"))
             if state == VERSION_CONFLICT and expect_version is not None:
                 return errors.version_conflict(session_id, int(detail), expect_version)
+            if state == NOT_STORED and expect_message is not None:
+                return errors.not_stored(session_id, expect_message)
             return None
 
         params = (_utf8(session_id), [_utf8(r.id) for r in records], [r.body for r in records],
-                  expect_version, *self._write(w))
-        return self._with_vectors(self._call("append", params, _scalar, write=True,
-                                             refuse=refuse), records)
+                  expect_version)
+        if expect_message is None:
+            call = self._call("append", (*params, *self._write(w)), _scalar, write=True,
+                              refuse=refuse)
+        else:
+            call = self._call("append_after", (*params, _utf8(expect_message), *self._write(w)),
+                              _scalar, write=True, refuse=refuse)
+        return self._with_vectors(call, records)
 
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> Call[list[Stored]]:

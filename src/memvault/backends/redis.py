@@ -2,9 +2,9 @@
 
 Every operation on a session is one call of a Lua script run with ``EVALSHA`` (the
 script text is sent only after ``NOSCRIPT``; two scripts, reads and writes, each
-dispatching on the operation it is given): atomic on the server, one round trip, no
-read-modify-write in Python. The logic, keys and scripts live in
-:mod:`memvault.backends.redis_ops`; this module only sends its requests, through
+dispatching on the operation it is given; a third reads the session index): atomic on
+the server, one round trip, no read-modify-write in Python. The logic, keys and scripts
+live in :mod:`memvault.backends.redis_ops`; this module only sends its requests, through
 redis-py (sync) or ``redis.asyncio`` (async), and maps driver errors:
 
 * nothing was sent (connection refused, auth failure, server loading, cluster
@@ -315,9 +315,10 @@ class RedisBackend:
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int:
-        return self._run(self._ops.append(session_id, records, expect_version, w))
+        return self._run(self._ops.append(session_id, records, expect_version, expect_message, w))
 
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> list[Stored]:
@@ -439,9 +440,11 @@ class AsyncRedisBackend:
         await self._run(self._ops.put_vectors(items))
 
     async def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> int:
-        return await self._run(self._ops.append(session_id, records, expect_version, w))
+        return await self._run(self._ops.append(session_id, records, expect_version,
+                                                expect_message, w))
 
     async def history(self, session_id: str, last: int | None, now: float,
                       full: bool = False) -> list[Stored]:

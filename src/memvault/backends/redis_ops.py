@@ -17,7 +17,6 @@ import hashlib
 import json
 import math
 import re
-import struct
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,6 +34,7 @@ from memvault.errors import (
     hidden_through,
     message_missing,
     not_an_envelope,
+    not_stored,
     not_utf8,
     session_exists,
     snapshot_exists,
@@ -90,6 +90,8 @@ WRITE = Script.load("write.lua", "#!lua")
 INDEX = Script.load("index.lua", "#!lua flags=no-writes")
 # Sessions the first listing of a store written without the index indexes per step.
 _BUILD_BATCH = 1000
+# The most index entries one call of a page with a match looks at.
+_MATCH_BUDGET = 10_000
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,10 @@ class Layout:
         self.vectors, self.vector_space = f"{prefix}:vectors", f"{prefix}:vector-space"
         glob = re.sub(r"([\\*?\[\]])", r"\\\1", prefix)
         self.pattern = f"{glob}:{{*}}:{SUFFIXES[0]}"
-        # The session index (single server only; see write.lua): the hash of each
-        # session's sort keys, then one sorted set per order (paging.ORDERS); the
-        # marker that it holds every session, and where its build's scan got to.
-        self.index = tuple(f"{prefix}:sessions:{name}" for name in ("keys", *ORDERS))
+        # The session index (single server only; see write.lua): one sorted set per
+        # order (paging.ORDERS); the marker that it holds every session, and where
+        # its build's scan got to.
+        self.index = tuple(f"{prefix}:sessions:{order}" for order in ORDERS)
         self.indexed, self.indexing = f"{prefix}:sessions:ready", f"{prefix}:sessions:scan"
         # Percent-encoding an id costs as much as sending a few more arguments, on
         # every operation; a process talks to the same few sessions again and again.
@@ -197,15 +199,6 @@ def _number(value: float) -> str:
 
 def _none(value: object) -> str:
     return "" if value is None else str(value)
-
-
-def sortable(value: float) -> bytes:
-    """``value`` as 8 bytes that compare as the numbers do (write.lua's sortable): the
-    big-endian double with its sign bit flipped, or every bit if it is negative."""
-    raw = struct.pack(">d", float(value) + 0.0)  # + 0.0: -0.0 is 0.0
-    if raw[0] & 0x80:
-        return bytes(255 - b for b in raw)
-    return bytes([raw[0] | 0x80]) + raw[1:]
 
 
 def _context(w: Write) -> list[str]:
@@ -346,17 +339,20 @@ class Operations:
             yield from self.put_vectors(items)
 
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None, w: Write
+        self, session_id: str, records: Sequence[Record], expect_version: int | None,
+        expect_message: str | None, w: Write,
     ) -> Op[int]:
         yield from self._vectors_first(records)
         reply = yield self._write(session_id, "append", w, _none(expect_version),
-                                  *_pairs(records))
+                                  expect_message or "", *_pairs(records))
         status = reply[0]
         if status == b"duplicate":
             stored = sorted(_text(i) for i in reply[1:])
             raise duplicate_ids(session_id, len(stored), len(records), stored[0])
         if status == b"conflict":
             raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
+        if status == b"not_stored":
+            raise not_stored(session_id, str(expect_message))
         return int(reply[1])
 
     def history(self, session_id: str, last: int | None, now: float,
@@ -472,44 +468,41 @@ class Operations:
         space, O(sessions) (docs/redis.md, "Listing sessions")."""
         if not self._index:
             return (yield from self._scanned_page(query, now))
-        position = ORDERS.index(query.order)
-        key_keys = [self.layout.indexed, self._index[1 + position]]
-        skip = 0 if query.order == "id" else 8
-        start = b"+" if query.descending else b"-"
+        keys = [self.layout.indexed, self._index[ORDERS.index(query.order)]]
+        position: list[str | bytes] = []
         if query.after is not None:
             key, after = query.after
-            start = b"(" + (b"" if key is None else sortable(key)) + after.encode("utf-8")
-        end = b"-" if query.descending else b"+"
+            position = ["" if key is None else _number(key), after]
         listed: list[Listed] = []
         while len(listed) < query.limit:
-            reply = yield Eval(INDEX, key_keys, [
-                start, end, "desc" if query.descending else "", str(query.limit - len(listed)),
-                query.match, str(skip)])
+            reply = yield Eval(INDEX, keys, ["desc" if query.descending else "",
+                                             str(query.limit - len(listed)), query.match,
+                                             str(_MATCH_BUDGET), *position])
             if not reply[0]:
                 yield from self._build_index(now)
                 continue
-            last, members = reply[1], reply[2]
-            listed += yield from self._verified(query.order, members, skip, now)
+            last, score, found = reply[1:]
+            listed += yield from self._verified(query.order, found, now)
             if not last:
                 break
-            start = b"(" + last
+            position = ["" if query.order == "id" else score, last]
         return listed
 
-    def _verified(self, order: str, members: list[bytes], skip: int,
-                  now: float) -> Op[list[Listed]]:
-        """The sessions of index ``members`` that are live and sorted as their entry
-        says. The others' entries are stale (expired by TTL, or written by a client
-        that kept no index): they are set right, in the index, atomically with the
-        session's writes, and left out."""
-        ids = [member[skip:].decode("utf-8") for member in members]
+    def _verified(self, order: str, found: list[bytes], now: float) -> Op[list[Listed]]:
+        """The sessions of ``found`` (the index's ids, each followed by its score) that
+        are live and scored as their entry says. The others' entries are stale
+        (expired by TTL, or written by a client that kept no index): they are set
+        right, by a script on the session's keys (atomic with its writes), and left
+        out."""
+        ids = [_text(sid) for sid in found[::2]]
         replies = yield Batch([self._read(sid, "info", now) for sid in ids])
         listed: list[Listed] = []
         stale = []
-        for sid, member, reply in zip(ids, members, replies, strict=True):
+        for sid, score, reply in zip(ids, found[1::2], replies, strict=True):
             if reply is not None:
                 info, times = _info(sid, reply)
                 key = key_of(info, order, times)
-                if key is None or sortable(key) == member[:skip]:
+                if key is None or key == float(score):
                     listed.append((info, key))
                     continue
             stale.append(sid)
@@ -561,15 +554,13 @@ class Operations:
         return listed[:query.limit] if by_id else select(query, listed)
 
     def _prune(self, now: float) -> Op[None]:
-        """Unindex every session that expired before ``now`` (if the index is built)."""
+        """Unindex every session that expired before ``now``."""
         while True:
-            reply = yield Eval(INDEX, [self.layout.indexed, self._index[-1]], [
-                b"-", b"(" + sortable(now), "", str(_BUILD_BATCH), "", "8"])
-            members = reply[2] if reply[0] else []
-            if members:
-                yield Batch([self._reindex(member[8:].decode("utf-8"), now)
-                             for member in members])
-            if len(members) < _BUILD_BATCH:
+            ids = yield Command(("ZRANGEBYSCORE", self._index[-1], "-inf", f"({_number(now)}",
+                                 "LIMIT", "0", str(_BUILD_BATCH)))
+            if ids:
+                yield Batch([self._reindex(_text(sid), now) for sid in ids])
+            if len(ids) < _BUILD_BATCH:
                 return
 
     def compact(self, keep_events: int | None, now: float, batch: int,

@@ -123,6 +123,10 @@ MIGRATIONS = {
     # keyed by (sid, node) wrote more pages, not fewer: its interior pages hold
     # whole rows, a few bodies each.) Events are stored in the order of their (sid,
     # id) key, replacing the events_sid index; id counts each session's events.
+    # The upgrade copies both tables once, in the opening process's write
+    # transaction (other writers wait, up to their busy_timeout): 200,000 messages
+    # in 10,000 sessions (a 150 MB file) took 3.2 s at load 8, and the file grew to
+    # 287 MB (the old tables' pages stay in it, free for reuse; VACUUM returns them).
     5: f"""
     CREATE TABLE nodes_5 (
         id INTEGER PRIMARY KEY, sid INTEGER NOT NULL, node INTEGER NOT NULL,
@@ -199,12 +203,13 @@ WITH RECURSIVE chain(node, k) AS (
 # is the nodes above base in id order, read as a range instead of walked (10,000
 # nodes: 117 -> 33 ms, load 22). The session's row comes first (node columns NULL),
 # then the nodes; none unless the session is linear.
-_FULL_LINEAR = """
+_FULL_LINEAR = f"""
 SELECT s.depth - s.base, s.next_node - 1 = s.depth, NULL, NULL, NULL
 FROM sessions s WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now)
 UNION ALL
 SELECT NULL, NULL, n.node, n.depth, n.body
-FROM sessions s JOIN nodes n ON n.sid = s.sid AND n.node > s.base
+FROM sessions s JOIN nodes n ON n.id BETWEEN ((s.sid << {_SESSION_SHIFT}) | s.base) + 1
+                                         AND (s.sid << {_SESSION_SHIFT}) | (s.next_node - 1)
 WHERE s.name = :name AND (s.expires_at IS NULL OR s.expires_at > :now)
   AND s.next_node - 1 = s.depth
 """

@@ -93,18 +93,18 @@ def fresh(value: Any) -> Any:
     if not is_model(kind):
         return copy.deepcopy(value)
     new = object.__new__(kind)
-    fields = {}
-    for name, x in value.__dict__.items():
+    fields = value.__dict__.copy()  # most of a message's fields are immutable scalars
+    for name, x in fields.items():
         of = type(x)
         if of in _SCALARS:
-            fields[name] = x
-        elif not x and (of is dict or of is list):  # most of a message's fields
+            continue
+        if not x and (of is dict or of is list):  # most of the others
             fields[name] = {} if of is dict else []
         else:
             fields[name] = fresh(x)
     _set(new, "__dict__", fields)
     _set(new, "__pydantic_fields_set__", set(value.__pydantic_fields_set__))
     extra, private = value.__pydantic_extra__, value.__pydantic_private__
-    _set(new, "__pydantic_extra__", extra if extra is None else fresh(extra))
+    _set(new, "__pydantic_extra__", extra if extra is None else fresh(extra) if extra else {})
     _set(new, "__pydantic_private__", private if private is None else fresh(private))
     return new

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memvault.aio import AsyncStore
-from memvault.errors import ConfigurationError
+from memvault.errors import ConfigurationError, ConflictError
 from memvault.integrations._common import missing_extra
 from memvault.integrations._opener import Opener, checked
 from memvault.messages import Message
@@ -97,6 +97,7 @@ class _Info:
 class _Append:
     session: str
     message: Message
+    after: str | None = None  # a node the session must store (ConflictError is the reply)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def _call(store: Any, step: _Step) -> Any:
     if isinstance(step, _Info):
         return store.session(step.session).info()
     if isinstance(step, _Append):
-        return store.session(step.session).append([step.message])
+        return store.session(step.session).append([step.message], expect_message=step.after)
     if isinstance(step, _Delete):
         return store.session(step.session).delete()
     if isinstance(step, _Fork):
@@ -135,13 +136,31 @@ def _call(store: Any, step: _Step) -> Any:
 
 
 def _run(store: Store, plan: _Plan) -> Any:
-    """Run a plan on a sync store."""
-    return drive(plan, lambda step: _call(store, step))
+    """Run a plan on a sync store (an append's ConflictError is the plan's to handle)."""
+
+    def perform(step: _Step) -> Any:
+        try:
+            return _call(store, step)
+        except ConflictError as exc:
+            if isinstance(step, _Append):
+                return exc
+            raise
+
+    return drive(plan, perform)
 
 
 async def _arun(store: AsyncStore, plan: _Plan) -> Any:
     """Run a plan on an async store; it never touches a sync one."""
-    return await drive_async(plan, lambda step: _call(store, step))
+
+    async def perform(step: _Step) -> Any:
+        try:
+            return await _call(store, step)
+        except ConflictError as exc:
+            if isinstance(step, _Append):
+                return exc
+            raise
+
+    return await drive_async(plan, perform)
 
 
 def _where(config: RunnableConfig) -> tuple[str, str]:
@@ -167,7 +186,8 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         store, async_store = checked(store, async_store)
         self.store = store
         self.async_store = async_store
-        self._cache = Lru(CACHE_SIZE)  # (session, ns, checkpoint id) -> {channel: Stored}
+        # (session, ns, checkpoint id) -> (its node, {channel: Stored})
+        self._cache = Lru(CACHE_SIZE)
         self._logs = Lru(LOGS)  # session -> ThreadLog
         self._values = Lru(VALUES)  # (session, node, channel) -> canonical value
 
@@ -237,7 +257,7 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         if node is None:
             return None
         # A child is put next, most likely: its encoding compares with these values.
-        self._cache.put((log.session, ns, str(log.nodes[node]["id"])), log.stored(node))
+        self._cache.put((log.session, ns, str(log.nodes[node]["id"])), (node, log.stored(node)))
         return log.tuple(node)
 
     def _list_plan(self, config: RunnableConfig | None, wanted: dict[str, Any] | None,
@@ -269,19 +289,28 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         thread_id, ns = _where(config)
         session = session_id(thread_id)
         parent_id = get_checkpoint_id(config)
-        parent: Mapping[str, Stored] = {}
+        parent: tuple[str | None, Mapping[str, Stored]] = (None, {})
         if parent_id is not None:
             cached = self._cache.get((session, ns, parent_id))
             if cached is MISSING:
                 log = yield from self._read(thread_id)
                 node = log.first.get((ns, parent_id))
-                cached = log.stored(node) if node is not None else None
-            parent = cached or {}
-        message, stored = checkpoint_message(
-            ns, checkpoint, get_serializable_checkpoint_metadata(config, metadata),
-            parent_id, parent, self.serde)
-        self._appended(session, message, (yield _Append(session, message)))
-        self._cache.put((session, ns, checkpoint["id"]), stored)
+                cached = (node, log.stored(node)) if node is not None else None
+            parent = cached or parent
+        meta = get_serializable_checkpoint_metadata(config, metadata)
+        message, stored = checkpoint_message(ns, checkpoint, meta, parent_id, parent[1],
+                                             self.serde)
+        # The node may share the parent node's values: it is appended only if that node
+        # is still stored, in the same atomic step (the thread may have been deleted and
+        # made again since the parent was read or put). If not, it is stored whole.
+        version = yield _Append(session, message, parent[0])
+        if isinstance(version, ConflictError):
+            self._forget(session)
+            message, stored = checkpoint_message(ns, checkpoint, meta, parent_id, {},
+                                                 self.serde)
+            version = yield _Append(session, message)
+        self._appended(session, message, version)
+        self._cache.put((session, ns, checkpoint["id"]), (message.id, stored))
         for channel, value in stored.items():
             if value.node == message.id:  # the channels this node stores itself
                 self._values.put((session, message.id, channel), value.value)

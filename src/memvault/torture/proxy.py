@@ -36,12 +36,15 @@ class CuttingProxy:
 
     Attributes:
         port: where clients connect.
+        request_cut_rate, reply_cut_rate: the chance of a cut per chunk each way (both
+            ``cut_rate`` to begin with; a test sets them to cut one way at will).
         cuts: how many connections were cut, by kind (``before``, ``mid-reply``,
             ``outage``: open connections cut by an outage), and ``outages``.
     """
 
     def __init__(self, target: tuple[str, int], cut_rate: float, seed: int) -> None:
-        self.target, self.cut_rate = target, cut_rate
+        self.target = target
+        self.request_cut_rate = self.reply_cut_rate = cut_rate
         self.cuts: Counter[str] = Counter()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -62,9 +65,10 @@ class CuttingProxy:
         listener.settimeout(_ACCEPT_POLL)
         return listener
 
-    def _cut(self) -> bool:
+    def _cut(self, replies: bool) -> bool:
+        rate = self.reply_cut_rate if replies else self.request_cut_rate
         with self._lock:
-            return self._rng.random() < self.cut_rate
+            return self._rng.random() < rate
 
     def _accept(self) -> None:
         while not self._closed:
@@ -91,7 +95,7 @@ class CuttingProxy:
     def _pipe(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
         try:
             while data := source.recv(65536):
-                if self._cut():
+                if self._cut(replies):
                     if replies:
                         sink.sendall(data[: len(data) // 2])
                     with self._lock:

@@ -2,7 +2,7 @@
 --
 -- @schema@ is replaced by the quoted schema name before this runs. Every operation of
 -- memvault.backends.engine is one function here, so each costs one round trip; writers
--- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV011
+-- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV012
 -- carry domain errors to the client (see memvault.backends.postgres_calls).
 --
 -- The migrations (NNN_*.sql) create the tables, indexes and types these read and
@@ -26,6 +26,7 @@
 -- compact became compact_plan + compact_step, bounded steps each its own transaction,
 -- and _garbage refuses a broken chain as the engine does.
 -- Version 7 added the search vectors' functions (vector_space ... put_vectors).
+-- At version 8, append_after: append refusing (MV012) unless a message id is stored.
 -- Then pop refused an envelope whose "v" is not 1 or whose "m" is not an object too
 -- (it committed, then the client's decode raised), as the Redis script does.
 
@@ -157,8 +158,11 @@ BEGIN
     END LOOP;
 END $$;
 
-CREATE OR REPLACE FUNCTION @schema@.append(
-    p_session bytea, p_ids bytea[], p_bodies text[], p_expect bigint,
+-- append_after is append with p_message: refuse (MV012) unless that message id is
+-- stored in the session, checked under the session's lock. append (the released
+-- signature, still called by older processes) is append_after without it.
+CREATE OR REPLACE FUNCTION @schema@.append_after(
+    p_session bytea, p_ids bytea[], p_bodies text[], p_expect bigint, p_message bytea,
     p_writer bytea, p_now double precision, p_expires double precision
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -195,6 +199,11 @@ BEGIN
     IF p_expect IS NOT NULL AND p_expect <> v_row.version THEN
         RAISE EXCEPTION 'version conflict' USING ERRCODE = 'MV001', DETAIL = v_row.version;
     END IF;
+    IF p_message IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM @schema@.nodes n
+            WHERE n.sid = v_row.sid AND n.msg_id = p_message AND n.node < v_row.next_node) THEN
+        RAISE EXCEPTION 'expected message not stored' USING ERRCODE = 'MV012';
+    END IF;
     UPDATE @schema@.sessions
     SET head = v_row.next_node + v_count - 1, depth = v_row.depth + v_count,
         next_node = v_row.next_node + v_count, version = v_row.version + 1,
@@ -206,6 +215,15 @@ BEGIN
             v_row.next_node + v_count - 1, v_row.base, format('{"messages": %s}', v_count));
     RETURN v_row.version + 1;
 END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.append(
+    p_session bytea, p_ids bytea[], p_bodies text[], p_expect bigint,
+    p_writer bytea, p_now double precision, p_expires double precision
+) RETURNS bigint
+LANGUAGE sql AS $$
+    SELECT @schema@.append_after(p_session, p_ids, p_bodies, p_expect, NULL, p_writer, p_now,
+                                 p_expires)
+$$;
 
 -- The context view's newest p_last (NULL: all): the summary only if it fits. Its
 -- depth (through) lies below every chain node shown, so ORDER BY depth places it.

@@ -6,24 +6,12 @@ local op = ARGV[1]
 -- The session index (docs/redis.md, "Listing sessions"), kept by every write in the
 -- same step. Only on a single server: on a cluster the scripts get the session's six
 -- keys alone (no key outside its slot) and pages scan the key space.
---   KEYS[7]      hash        session id -> its sort keys: version, length, updated,
---                            expires (never: NEVER), 8 bytes each (sortable below)
---   KEYS[8..12]  sorted sets by id, version, length, updated, expires; every score 0,
---                            so they are ordered by member bytes (ZRANGEBYLEX): the id
---                            alone, or the sort key's 8 bytes then the id
-local INDEXED, INDEX = #KEYS > 6, KEYS[7]
-local NEVER = 1e308
-
--- A number as 8 bytes that compare (memcmp) as the numbers do: the IEEE 754 double,
--- big-endian, with the sign bit flipped (or, if negative, every bit).
--- redis_ops.sortable is its Python twin.
-local function sortable(x)
-  local packed = struct.pack('>d', x + 0)
-  if x >= 0 then return string.char(string.byte(packed) + 128) .. string.sub(packed, 2) end
-  local b = {string.byte(packed, 1, 8)}
-  for i = 1, 8 do b[i] = 255 - b[i] end
-  return string.char(unpack(b))
-end
+--   KEYS[7]      sorted set  the session ids, every score 0 (ordered by their bytes)
+--   KEYS[8..11]  sorted sets the session ids scored by version, length, update time and
+--                            expiry (never: NEVER); ties are ordered by the ids' bytes
+-- Times are the decimal texts the session stores: Redis parses them exactly.
+local INDEXED = #KEYS > 6
+local NEVER = '1e308'
 
 -- This session's id: its keys' hash tag, percent-decoded.
 local function session_id()
@@ -32,37 +20,27 @@ local function session_id()
 end
 
 local function unindex(id)
-  local old = redis.call('HGET', INDEX, id)
-  if not old then return end
-  redis.call('ZREM', KEYS[8], id)
-  for i = 1, 4 do redis.call('ZREM', KEYS[8 + i], string.sub(old, 8 * i - 7, 8 * i) .. id) end
-  redis.call('HDEL', INDEX, id)
+  for k = 7, 11 do redis.call('ZREM', KEYS[k], id) end
 end
 
--- Index the session `r` as last updated at `updated` and expiring at `expiry`.
-local function index(r, updated, expiry)
+-- Index the session `r` as updated at `updated` and expiring at `expiry`; `new`: it
+-- may not be in the index yet.
+local function index(r, updated, expiry, new)
   local id = session_id()
-  local new = sortable(r.version) .. sortable(view_length(r)) .. sortable(updated) ..
-              sortable(expiry)
-  local old = redis.call('HGET', INDEX, id)
-  if old == new then return end
-  if not old then redis.call('ZADD', KEYS[8], 0, id) end
-  for i = 1, 4 do
-    local was, key = old and string.sub(old, 8 * i - 7, 8 * i), string.sub(new, 8 * i - 7, 8 * i)
-    if was ~= key then
-      if was then redis.call('ZREM', KEYS[8 + i], was .. id) end
-      redis.call('ZADD', KEYS[8 + i], 0, key .. id)
-    end
-  end
-  redis.call('HSET', INDEX, id, new)
+  if new then redis.call('ZADD', KEYS[7], 0, id) end
+  redis.call('ZADD', KEYS[8], r.version, id)
+  redis.call('ZADD', KEYS[9], view_length(r), id)
+  redis.call('ZADD', KEYS[10], updated, id)
+  redis.call('ZADD', KEYS[11], expiry, id)
 end
 
--- Unindex up to `count` sessions that expired before `now`: Redis drops their keys by
--- TTL without running a script, so each write that creates a session clears up to two
--- of them (the index grows only there: the entries of expired sessions cannot pile up).
+-- Unindex up to `count` sessions that expired before `now` (a decimal): Redis drops
+-- their keys by TTL without running a script, so each write that creates a session
+-- clears up to two of them (the index grows only there: the entries of expired
+-- sessions cannot pile up).
 local function prune(now, count)
-  local gone = redis.call('ZRANGEBYLEX', KEYS[12], '-', '(' .. sortable(now), 'LIMIT', 0, count)
-  for _, member in ipairs(gone) do unindex(string.sub(member, 9)) end
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', '(' .. now, 'LIMIT', 0, count)
+  for _, id in ipairs(gone) do unindex(id) end
 end
 
 local function drop_all()
@@ -79,7 +57,7 @@ if op == 'reindex' then
     unindex(session_id())
     return 0
   end
-  index(row, tonumber(row.updated), row.expires and tonumber(row.expires) or NEVER)
+  index(row, row.updated, row.expires or NEVER, true)
   return 1
 end
 
@@ -190,9 +168,9 @@ local row = live(now)
 local function start(current)
   if current then return current end
   drop_all()
-  if INDEXED then prune(now, 2) end
+  if INDEXED then prune(now_text, 2) end
   return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0,
-          run = 1, summary = 0, through = 0}
+          run = 1, summary = 0, through = 0, new = true}
 end
 
 -- Chain the (id, message) pairs ARGV[first..] onto the head.
@@ -246,16 +224,21 @@ local function commit(r, name, head0, base0, detail, bump)
     redis.call('HDEL', META, 'expires')
     for k = 1, 6 do redis.call('PERSIST', KEYS[k]) end
   end
-  if INDEXED then index(r, now, tonumber(expires) or NEVER) end
+  if INDEXED then
+    local expiry = expires
+    if expiry == '' then expiry = NEVER end
+    index(r, now_text, expiry, r.new)
+  end
 end
 
 if op == 'append' then
-  -- ARGV[6] expected version, then (id, message) pairs.
-  local count = (#ARGV - 6) / 2
+  -- ARGV[6] expected version, ARGV[7] expected message id ('' for none), then
+  -- (id, message) pairs.
+  local count = (#ARGV - 7) / 2
   local stored = {}
   if row then
     local ids = {}
-    for i = 7, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+    for i = 8, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
     local nodes = hmget(IDS, ids)
     for k = 1, #ids do
       if nodes[k] then stored[#stored + 1] = ids[k] end
@@ -268,9 +251,12 @@ if op == 'append' then
   end
   local current = row and row.version or 0
   if ARGV[6] ~= '' and tonumber(ARGV[6]) ~= current then return {'conflict', current} end
+  if ARGV[7] ~= '' and not (row and redis.call('HEXISTS', IDS, ARGV[7]) == 1) then
+    return {'not_stored'}
+  end
   row = start(row)
   local head0, base0 = row.head, row.base
-  add_nodes(row, 7)
+  add_nodes(row, 8)
   commit(row, 'append', head0, base0, {messages = count}, true)
   return {'ok', row.version}
 elseif op == 'pop' then

@@ -87,3 +87,32 @@ class SerializationContract(ContractBase):
             assert err.value.session_id == "victim" and err.value.depth == 2
             assert "victim" in str(err.value)
         assert len(s.history(last=1)) == 1
+
+    def test_a_record_damaged_after_reads_is_loud(self, store: Any) -> None:
+        """A record read many times, then damaged, raises CorruptRecordError at the
+        next read. Failing: reads trust what an earlier read decoded instead of what
+        is stored now."""
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append([Message.user("a"), Message.user("b", metadata={"n": 1})])
+        for _ in range(3):
+            assert [m.content for m in s.history(last=2)] == ["a", "b"]
+        good = s.history()[1].model_dump_json()
+        self.corrupt(store, "victim", 2, '{"v":1,"m":' + good.replace('"b"', '"b",') + "}")
+        with pytest.raises(CorruptRecordError):
+            s.history(last=2)
+
+    def test_a_read_message_is_the_readers_own(self, store: Any) -> None:
+        """Changing the metadata or content parts of a message read (a Message is
+        frozen, its dicts and lists are not) changes nothing another read returns.
+        Failing: reads hand out one shared object for the same stored record."""
+        s = store.session("s")
+        sent = [Message.user("flat", metadata={"k": "v"}),
+                Message.user([{"type": "text", "text": "part"}], metadata={"k": [1]})]
+        s.append(sent)
+        first = s.history()
+        first[0].metadata["k"] = "changed"
+        first[1].metadata["k"].append(2)
+        assert isinstance(first[1].content, list)
+        first[1].content[0]["text"] = "changed"
+        assert s.history() == sent and s.history(last=2) == sent

@@ -59,8 +59,8 @@ class VectorsContract(ContractBase):
 
     def test_semantic_search_finds_meaning_in_the_full_view(self, semantic: Any) -> None:
         """A query finds messages and summaries by meaning (no shared word), never a
-        hidden one. Failing: vectors not stored or read, the context view searched,
-        or popped messages found."""
+        hidden one, at a plain int position. Failing: vectors not stored or read, the
+        context view searched, popped messages found, or numpy numbers in a Hit."""
         s = semantic.session("s")
         msgs = [Message.user("the cat sat on the mat"), Message.user("we drove the automobile"),
                 Message.user("a dog barked twice"), Message.user("stock prices fell")]
@@ -74,6 +74,7 @@ class VectorsContract(ContractBase):
         assert "a hidden kitten" not in contents(s.search("kitten", k=10))
         hit = s.search("puppy", k=1)[0]
         assert (hit.session_id, hit.position, hit.message.content) == ("s", 4, "a dog barked twice")
+        assert type(hit.position) is int and type(hit.score) is float  # not numpy's
 
     def test_hybrid_ranks_words_and_meaning_together(self, semantic: Any) -> None:
         """A message matching the query's words and meaning outranks one matching

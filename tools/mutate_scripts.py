@@ -152,6 +152,9 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ("redis_lua/write.lua", "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
      35, "0", "performance only: every append starts a new run at its first node, a "
      "valid (shorter) run, so reads walk the chain more often"),
+    ("redis_lua/read.lua", "local bodies, depths = messages(head, depth, count, false)", 52,
+     "true", "performance only: the chain read's walk also cuts out message ids nobody "
+     "reads"),
     ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
      "the full view's summary walk also takes a summary at exactly base; the view looks "
      "up only depths above base, and the walk stops at the next one (only hand-made "

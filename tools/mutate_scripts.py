@@ -155,6 +155,16 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ("redis_lua/read.lua", "local bodies, depths = messages(head, depth, count, false)", 52,
      "true", "performance only: the chain read's walk also cuts out message ids nobody "
      "reads"),
+    *(("postgres_sql/functions.sql", line, column, "1",
+       "no summary is node 1 (summarize and fork store it after a message node), and "
+       "with summary 0 through is 0 too, so `through > base` decides alone")
+      for line, column in (
+          ("SELECT x.sid, x.head, x.depth, x.summary, x.through > x.base AND x.summary <> 0 "
+           "AS shows,", 78),
+          ("+ CASE WHEN s.summary <> 0 AND s.through > s.base THEN 1 ELSE 0 END,", 25),
+          ("CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 "
+           "END", 23),
+          ("IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN", 36))),
     ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
      "the full view's summary walk also takes a summary at exactly base; the view looks "
      "up only depths above base, and the walk stops at the next one (only hand-made "

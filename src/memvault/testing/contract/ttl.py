@@ -85,9 +85,11 @@ class TtlContract(ContractBase):
         """By the client's clock (frozen here), a session is there until its
         expires_at and gone from that instant on, for reads and writes alike: a
         millisecond before, every read sees it; at expires_at, history, info,
-        snapshots, log and sessions() are empty, pop finds nothing and a write starts
-        afresh at version 0. Failing: a backend compared ``expires_at < now`` (Redis's
-        common.lua survived that mutation), so a session outlived its expiry.
+        snapshots, log, sessions() and search are empty, pop finds nothing, compact
+        removes it (once) and a write starts afresh at version 0. Failing: a backend
+        compared ``expires_at < now`` (mutants of Redis's common.lua and of
+        PostgreSQL's search and compact survived that way), so a session outlived its
+        expiry.
         """
         self.require("ttl")
         clock = FrozenClock(float(int(time.time())))
@@ -103,10 +105,12 @@ class TtlContract(ContractBase):
             assert (s.info().length, len(s.history()), len(s.snapshots()), len(s.log())) == (
                 2, 2, 1, 2)
             assert store.sessions() == ["other", "s"]
+            assert len(store.search("m0")) == 2
             clock.now = expires
             assert s.info() is None and s.history() == [] and s.snapshots() == []
-            assert s.log() == [] and store.sessions() == []
+            assert s.log() == [] and store.sessions() == [] and store.search("m0") == []
             assert other.pop() is None and other.info() is None
+            assert store.compact().sessions == 2 and store.compact().sessions == 0
             assert s.append(users(1, "new"), expect_version=0) == 1
             assert texts(s.history()) == ["new0"] and s.info().version == 1
             assert s.snapshots() == [] and [e.op for e in s.log()] == ["append"]

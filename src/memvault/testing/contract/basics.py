@@ -229,6 +229,24 @@ class BasicsContract(ContractBase):
         store.compact(keep_events=0)
         assert texts(s.history()) == ["m0", "m1", "m2", "z0", "z1"]
 
+    def test_compact_keeps_what_only_snapshots_hold(self, store: Any) -> None:
+        """Three snapshots each hold messages nothing else reaches (cleared since);
+        compact keeping one event keeps them all: a rollback to each gives its
+        messages. Failing: compact's walk lost a snapshot's pointer while it read the
+        kept events (a Redis mutant writing each event's pointer over an earlier one
+        survived the suite).
+        """
+        s = store.session("s")
+        for name in "abc":
+            s.append(users(2, name))
+            s.snapshot(name)
+            s.clear()
+        s.append(users(1, "z"))
+        store.compact(keep_events=1)
+        for name in "abc":
+            s.rollback(name)
+            assert texts(s.history()) == [f"{name}0", f"{name}1"]
+
     def test_compact_counts_only_what_it_removed(self, store: Any) -> None:
         """Sessions deleted while compact runs (here from its progress callback, after
         the first step) are not counted: the stats are exactly the first session's

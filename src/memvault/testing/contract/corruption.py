@@ -110,9 +110,10 @@ class CorruptionContract(ContractBase):
         assert [e.op for e in s.log()] == ["append"]
 
     @pytest.mark.parametrize("body", [
-        "not json", '{"v": 99, "m": {}}', "[]", '{"v": 1, "m": "text"}',
+        "not json", "42", '{"v": 99, "m": {}}', "[]", '{"v": 1, "m": "text"}',
         b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}'],
-        ids=["not-json", "version-99", "not-an-object", "m-not-an-object", "not-utf8"])
+        ids=["not-json", "json-number", "version-99", "not-an-object", "m-not-an-object",
+             "not-utf8"])
     def test_undecodable_head_leaves_pop_undone(self, store: Any, body: str | bytes) -> None:
         """pop of a message that cannot be decoded (not JSON, not an envelope, an
         unknown format version; an envelope whose bytes are not UTF-8) raises

@@ -81,6 +81,9 @@ class SummariesContract(ContractBase):
             s.summarize(Message.system("S"), through=msgs[1].id, expect_version=v)
         assert s.info().version == 2 and s.info().summarized == 0
         assert s.summarize(Message.system("S"), through=msgs[1].id, expect_version=2) == 3
+        with pytest.raises(ConflictError, match="at version 0"):  # a missing session
+            store.session("nobody").summarize(Message.system("S"), through="x",
+                                              expect_version=1)
 
     def test_bad_through_writes_nothing(self, store: Any) -> None:
         """An unknown, popped or already summarized ``through``, a summary on a

@@ -3,8 +3,8 @@ PostgreSQL functions.
 
 Each mutant is one small change to one script (a comparison flipped, ``and`` for ``or``,
 a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted). The
-backend's sync contract class (for Redis also its model and damaged-data tests, which
-reach stored formats the contract cannot) runs once clean in this process, noting which
+backend's sync contract class (for Redis also its model, damaged-data and session-index
+tests, which reach stored formats the contract cannot) runs once clean in this process, noting which
 operations each test calls and how long it takes. Then, for each mutant: memvault is made
 to send the mutated script (in memory: the Lua text, or the SQL applied to each new
 schema); a mutant the server refuses to load is *stillborn* and not counted; one listed
@@ -71,7 +71,8 @@ TARGETS = {
     "redis": Target(
         "redis", ("redis_lua/common.lua", "redis_lua/read.lua", "redis_lua/write.lua"),
         ("tests/backends/test_contract_redis.py::TestRedis",
-         "tests/backends/test_redis_model.py", "tests/backends/test_redis_corrupt.py"), "lua"),
+         "tests/backends/test_redis_model.py", "tests/backends/test_redis_corrupt.py",
+         "tests/backends/test_redis_index.py"), "lua"),
     "postgres": Target(
         "postgres", ("postgres_sql/functions.sql",),
         ("tests/backends/test_contract_postgres.py::TestPostgres",), "sql"),
@@ -149,9 +150,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ("redis_lua/write.lua",
      "if dropped > 0 then redis.call('LTRIM', LOG, dropped, -1) end", 11, ">=",
      "with nothing to drop it sends LTRIM log 0 -1, which keeps the whole list"),
-    ("redis_lua/write.lua", "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
-     35, "0", "performance only: every append starts a new run at its first node, a "
-     "valid (shorter) run, so reads walk the chain more often"),
+    *(("redis_lua/write.lua", "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
+       column, new, "performance only: every append starts a new run at its first node, "
+       "a valid (shorter) run, so reads walk the chain more often")
+      for column, new in ((33, "+"), (35, "0"))),
     ("redis_lua/read.lua", "local bodies, depths = messages(head, depth, count, false)", 52,
      "true", "performance only: the chain read's walk also cuts out message ids nobody "
      "reads"),

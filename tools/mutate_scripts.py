@@ -125,6 +125,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         (61, "summary", "with the initial through (0) `through > base` is false anyway"),
         (64, "through", "read only after `summary ~= 0`, and the initial summary is 0")))),
     ("redis_lua/common.lua",
+     "local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,",
+     84, "0", "each HMGET slice one field longer: the next slice reads that field again "
+     "into the same place"),
+    ("redis_lua/common.lua",
      "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0", 63, "1",
      "chain's initial `used`: the first guess is the node itself, so the loop always "
      "sets used (or returns) before it is read"),

@@ -203,8 +203,8 @@ class BasicsContract(ContractBase):
         keep_events it removes nothing here (every event is kept, and with it what it
         reaches). Failing: compact deletes reachable nodes or keeps garbage; check its
         reachability walk (Redis mutants that dropped one event without keep_events,
-        lost an event's pointer, or a head above every snapshot, survived before the
-        later events and appends here).
+        none when exactly one was to go, lost an event's pointer, or a head above every
+        snapshot, survived before the later events and appends here).
         """
         s = store.session("s")
         s.append(users(3))
@@ -219,6 +219,9 @@ class BasicsContract(ContractBase):
         stats = store.compact()
         assert (stats.nodes, stats.events, stats.sessions) == (0, 0, 0)
         assert len(s.log()) == events
+        assert store.compact(keep_events=events).events == 0
+        assert store.compact(keep_events=events - 1).events == 1  # exactly one to drop
+        events -= 1
         stats = store.compact(keep_events=0)
         assert (stats.nodes, stats.events, stats.sessions) == (1, events, 0)
         assert s.log() == []

@@ -65,7 +65,9 @@ class Driver:
             weights=[30, 8, 4, 6, 4, 2, 6, 3, 6, 6, 3, 3, 2, 2])[0]
         if op == "append":
             expect = r.choice([None, None, None, r.randint(0, 8)])
-            return op, (sid, self.records(), expect, self.write())
+            known = [rec.id for batch in self.sent[-3:] for rec in batch]
+            after = r.choice([None, None, None, "never stored", *known[-2:]])
+            return op, (sid, self.records(), expect, after, self.write())
         if op in ("history",):
             return op, (sid, r.choice([None, 0, 1, 3, 50]), self.now)
         if op in ("info", "snapshots", "log"):

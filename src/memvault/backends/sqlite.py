@@ -20,6 +20,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -583,9 +584,8 @@ class SqliteBackend(IndexedEngine):
                 raise ConfigurationError(
                     f"{self.path!r} has schema {self._schema(db)}, not {SCHEMA_VERSION}: open "
                     "it read-write once to upgrade it")
-            if db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                raise ConfigurationError(f"{self.path!r}: SQLite could not switch to WAL mode")
-            with self._begin(db, "IMMEDIATE"):
+            self._to_wal(db)
+            with self._begin(db, "IMMEDIATE"):  # then the schema is read again, locked
                 for version in range(self._schema(db) + 1, SCHEMA_VERSION + 1):
                     for statement in MIGRATIONS[version].split(";"):
                         if statement.strip():
@@ -602,6 +602,22 @@ class SqliteBackend(IndexedEngine):
         except (BackendError, ConfigurationError):
             self.close()
             raise
+
+    def _to_wal(self, db: sqlite3.Connection) -> None:
+        """Switch the file to WAL. SQLite does not wait for the lock that takes
+        (``busy_timeout`` does not apply), so while another process creates the schema
+        it fails at once with "database is locked": retry until ``busy_timeout``."""
+        deadline = time.monotonic() + self._busy_ms / 1000
+        while True:
+            try:
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
+        if mode.lower() != "wal":
+            raise ConfigurationError(f"{self.path!r}: SQLite could not switch to WAL mode")
 
     def _schema(self, db: sqlite3.Connection) -> int:
         """The file's schema version; raises if a newer memvault wrote it."""

@@ -12,8 +12,9 @@ from memvault.errors import ConfigurationError, InvalidArgumentError, InvalidMes
 
 AUTO_PREFIX = "auto:"
 MAX_COUNT = 2**63 - 1
-MAX_MESSAGE_ID = 256  # characters in a message id (Message.id)
 """The largest count any backend stores (a signed 64-bit integer)."""
+MAX_MESSAGE_ID = 256
+"""The most characters in a message id (``Message.id``, ``expect_message``)."""
 
 
 def utc(epoch: float) -> datetime:
@@ -205,7 +206,8 @@ def check_count(what: str, value: object) -> int:
 
 def check_message_id(what: str, value: object) -> str:
     """An argument naming a stored message (``expect_message``): a message id, a
-    non-empty string of at most 256 characters, valid Unicode; checked before any I/O.
+    non-empty string of at most :data:`MAX_MESSAGE_ID` characters, valid Unicode;
+    checked before any I/O.
 
     Raises:
         InvalidArgumentError: naming ``what``.

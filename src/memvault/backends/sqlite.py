@@ -375,8 +375,9 @@ class _SqliteTxn:
                              [(_rowid(row.key, n.node, summary),) for n in nodes])
 
     def node(self, row: Row, node: int) -> Node | None:
+        assert isinstance(row.key, int)
         r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes WHERE id = ?",
-                      _span(row)[0] | node)
+                      _rowid(row.key, node))
         return Node(*r) if r else None
 
     def find(self, row: Row, msg_id: str) -> Node | None:

@@ -32,7 +32,7 @@ from typing import Protocol, cast
 
 from memvault.backends.base import Match
 from memvault.backends.engine import Engine, Node, Row, Txn
-from memvault.errors import message_missing
+from memvault.errors import broken_chain, message_missing
 from memvault.words import K1, B, body_words
 
 
@@ -137,8 +137,11 @@ class _View:
         steps = row.depth - depth + 1
         if len(self.walked) < steps:
             # read down to twice as deep as needed: a later hit is likely deeper still
-            self.walked = self.txn.ancestors(row, row.head, min(row.length, 2 * steps))
-        return len(self.walked) >= steps and self.walked[steps - 1] == node
+            wanted = min(row.length, 2 * steps)
+            self.walked = self.txn.ancestors(row, row.head, wanted)
+            if len(self.walked) < wanted:  # a node missing: never a hit taken as hidden
+                raise broken_chain(row.name, row.depth - len(self.walked))
+        return self.walked[steps - 1] == node
 
     def position(self, node: int, depth: int, summary: bool) -> int | None:
         """The node's place in the full view, from 1; None if it is hidden."""

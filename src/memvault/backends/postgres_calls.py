@@ -177,8 +177,9 @@ def _row(rows: Rows) -> tuple[Any, ...]:
     return rows[0]
 
 
-def _compact_damage(state: str, detail: str) -> MemvaultError | None:
-    """compact's broken chain (DETAIL: the depth, the session's name in hex)."""
+def _store_damage(state: str, detail: str) -> MemvaultError | None:
+    """A store-wide call's broken chain (compact, search; DETAIL: the depth, the
+    session's name in hex)."""
     if state == BROKEN_CHAIN:
         depth, name = detail.split(" ")
         return errors.broken_chain(bytes.fromhex(name).decode("utf-8"), int(depth))
@@ -397,7 +398,7 @@ class Calls:
         found: list[Match] = yield self._call(
             "search", (names, list(terms), k, include_hidden, now),
             lambda rows: [Match(r[0].decode(), r[1], r[2], r[3], r[4]) for r in rows],
-            write=False)
+            write=False, refuse=_store_damage)
         return found
 
     def compact(self, keep_events: int | None, now: float, batch: int,
@@ -409,7 +410,7 @@ class Calls:
         while True:
             params = (after, until, batch, COMPACT_STEP_NODES, keep_events, now)
             *removed, took, last = yield self._call("compact_step", params, _row, write=True,
-                                                    refuse=_compact_damage)
+                                                    refuse=_store_damage)
             if last is None:
                 return stats
             after, done, stats = last, done + took, stats + CompactStats(*removed)

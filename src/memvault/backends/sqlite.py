@@ -191,12 +191,13 @@ SELECT p.id, n.body FROM search_pending p
 JOIN nodes n ON n.id = p.id & ~{_SUMMARY_BIT}
 """
 _ANCESTORS = f"""
-WITH RECURSIVE chain(node, k) AS (
-    SELECT ?, 1
+WITH RECURSIVE chain(node, parent, k) AS (
+    SELECT ?1, n.parent, 1 FROM nodes n WHERE n.id = (?2 << {_SESSION_SHIFT}) | ?1
     UNION ALL
-    SELECT n.parent, c.k + 1 FROM chain c JOIN nodes n ON n.id = (?2 << {_SESSION_SHIFT}) | c.node
+    SELECT c.parent, n.parent, c.k + 1 FROM chain c
+    JOIN nodes n ON n.id = (?2 << {_SESSION_SHIFT}) | c.parent
     WHERE c.k < ?3
-) SELECT node FROM chain WHERE node <> 0
+) SELECT node FROM chain
 """
 
 # history(full=True) of a linear session in one statement: every node ever made

@@ -1007,7 +1007,7 @@ BEGIN
                 WHERE n.sid = v_row.sid AND n.node = v_node;
                 IF NOT FOUND THEN
                     RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010',
-                        DETAIL = v_row.through;
+                        DETAIL = v_row.through || ' ' || encode(v_row.name, 'hex');
                 END IF;
                 EXIT WHEN v_depth <= v_row.base;
                 v_sums := v_sums || v_node;
@@ -1046,7 +1046,7 @@ BEGIN
                     WHERE n.sid = v_row.sid AND n.node = v_next;
                     IF NOT FOUND OR v_at <> v_row.depth - cardinality(v_walked) THEN
                         RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010',
-                            DETAIL = v_row.depth - cardinality(v_walked);
+                            DETAIL = v_row.depth - cardinality(v_walked) || ' ' || encode(v_row.name, 'hex');
                     END IF;
                     v_walked := v_walked || v_next;
                     v_next := v_parent;

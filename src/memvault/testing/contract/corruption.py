@@ -94,6 +94,26 @@ class CorruptionContract(ContractBase):
         assert s.history(last=2) == sent[2:4]
         assert s.info().length == 4
 
+    def test_search_below_a_missing_node_is_loud(self, store: Any) -> None:
+        """A search whose only hit lies below a missing node (on a chain pops and
+        appends made non-linear, so its position needs a walk) raises
+        CorruptRecordError naming the session and the depth of the missing node.
+        Failing: memory and SQLite took the hit for a hidden message and left it out;
+        PostgreSQL raised a raw "broken chain" BackendError, and a mutant naming
+        another depth survived the suite.
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append([Message.user("kiwi"), *users(4)])
+        s.pop()
+        s.pop()
+        s.append(users(2, "n"))
+        self.damage(store, "victim", 2, "missing")
+        for search in (s.search, store.search):
+            with pytest.raises(CorruptRecordError) as err:
+                search("kiwi")
+            assert (err.value.session_id, err.value.depth) == ("victim", 2)
+
     def test_missing_head_leaves_pop_undone(self, store: Any) -> None:
         """pop of a head whose node is gone raises CorruptRecordError and changes
         nothing. Failing: pop committed (version bumped) before failing, or raised a

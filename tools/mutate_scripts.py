@@ -76,7 +76,9 @@ TARGETS = {
          "tests/backends/test_redis_index.py"), "lua"),
     "postgres": Target(
         "postgres", ("postgres_sql/functions.sql",),
-        ("tests/backends/test_contract_postgres.py::TestPostgres",), "sql"),
+        ("tests/backends/test_contract_postgres.py::TestPostgres",
+         "tests/backends/test_compact_steps.py::"
+         "test_a_step_ends_once_its_sessions_held_the_node_budget[postgres]"), "sql"),
 }
 
 
@@ -177,6 +179,49 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
           ("CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 "
            "END", 23),
           ("IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN", 36))),
+    ("postgres_sql/functions.sql",
+     "FROM behind b JOIN @schema@.nodes n ON n.sid = b.sid AND n.node > b.mark", 64, ">=",
+     "performance only: search_pending also returns the node at the watermark, indexed "
+     "already, and search_index skips it (ON CONFLICT DO NOTHING)"),
+    ("redis_lua/index.lua",
+     "if #found == 2 * count then return {1, got[i], got[i + 1], found} end", 10, "~=",
+     "the index script returns after each id it found but the count-th, and goes on "
+     "past it: the client asks again from the last id it got, and page_of cuts a page "
+     "to its limit, so the pages are the same (more calls)"),
+    ("redis_lua/write.lua", "if new then redis.call('ZADD', KEYS[7], 0, id) end", 40, "1",
+     "every id of the id order gets score 1 instead of 0: all alike, so the set is "
+     "ordered by the ids' bytes the same, and its cursors carry no score"),
+    ("redis_lua/write.lua", "for k = 1, #ids do", 8, "0",
+     "append's stored-id loop also reads index 0 of ids and nodes, never set: nothing "
+     "is added"),
+    ("redis_lua/index.lua", "if x ~= y then return x < y end", 24, "<=",
+     "x ~= y there, so x <= y is x < y"),
+    ("redis_lua/index.lua",
+     "local got = redis.call(range, Z, rank, rank + step - 1, 'WITHSCORES')", 53, "0",
+     "each step reads one entry more, and the next call goes on after the last entry "
+     "read (its position is the reply's last id), so the pages are the same"),
+    ("postgres_sql/functions.sql", "FROM (SELECT 1) one LEFT JOIN (", 13, "0",
+     "the one row's value is never read"),
+    ("postgres_sql/functions.sql",
+     "EXISTS (SELECT 1 FROM sums WHERE sums.sid = n.sid AND sums.node = n.node),", 15, "0",
+     "EXISTS ignores what its subquery selects"),
+    ("postgres_sql/functions.sql",
+     "SET node = greatest(@schema@.search_marks.node, excluded.node);", 11, "least",
+     "performance only: a watermark that never rises makes every search read again "
+     "the nodes indexed since it was set, and search_index skips them (ON CONFLICT DO "
+     "NOTHING): the same index"),
+    ("postgres_sql/functions.sql", "OR v_row.next_node - 1 - v_row.depth = (", 21, "0",
+     "performance only: search takes a linear session (every node made is on the "
+     "chain or an indexed summary) for a non-linear one and walks its chain; the "
+     "other way round would need fewer nodes made than the chain and the indexed "
+     "summaries hold"),
+    ("postgres_sql/functions.sql", "IF v_node.parent > 0 THEN", 17, ">=",
+     "_garbage also writes v_floor[0] for a first node (PostgreSQL extends the array "
+     "below 1); no node is 0, so nothing reads it"),
+    ("postgres_sql/functions.sql", "EXIT WHEN done > 0 AND v_budget <= 0;", 15, ">=",
+     "compact_step's first session: done is 0 and v_budget is p_budget, which the "
+     "client always sends positive (COMPACT_STEP_NODES), so `v_budget <= 0` decides "
+     "alone there too"),
     ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
      "the full view's summary walk also takes a summary at exactly base; the view looks "
      "up only depths above base, and the walk stops at the next one (only hand-made "

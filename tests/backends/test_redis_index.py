@@ -158,7 +158,9 @@ def test_a_rare_match_is_walked_in_budgeted_steps(url: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A match walks the index in steps of a few entries (here 7) and each step goes
     on where the last one stopped: the pages are the same as in one step. Failing: a
-    step that found nothing ends the listing, or the next step restarts or skips."""
+    step that found nothing ends the listing, or the next step restarts or skips; or
+    a step walked the whole index (a mutant not counting the entries it looked at
+    survived the suite)."""
     ids = [f"s{i:03}" for i in range(60)]
     with memvault.open(url) as store:
         for i, sid in enumerate(ids):
@@ -170,3 +172,14 @@ def test_a_rare_match_is_walked_in_budgeted_steps(url: str,
         for order in ORDERS:
             assert [walk(store, 2, order=order, match="5", descending=d)
                     for d in (False, True)] == expected[order], order
+        steps: list[Any] = []
+        send = store.backend._send
+
+        def spy(request: Any) -> Any:
+            if isinstance(request, redis_ops.Eval) and request.script is redis_ops.INDEX:
+                steps.append(request)
+            return send(request)
+
+        monkeypatch.setattr(store.backend, "_send", spy)
+        assert [i.session_id for i in walk(store, 2, match="s059")] == ["s059"]
+        assert len(steps) >= 60 // 7  # each step looked at 7 entries at most

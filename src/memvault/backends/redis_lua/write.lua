@@ -51,14 +51,14 @@ end
 if op == 'reindex' then
   -- ARGV[2]: now. Index the session as stored, or unindex it if it is gone or expired
   -- (a stale entry a page met, or the first listing of a store written before the
-  -- index existed). 1 if it is live.
+  -- index existed).
   local row = live(tonumber(ARGV[2]))
-  if not row then
+  if row then
+    index(row, row.updated, row.expires or NEVER, true)
+  else
     unindex(session_id())
-    return 0
   end
-  index(row, row.updated, row.expires or NEVER, true)
-  return 1
+  return
 end
 
 if op == 'delete' then

@@ -51,6 +51,21 @@ class BasicsContract(ContractBase):
         assert s.history(last=2 * n - 1) == sent[1:]
         assert s.fork("copy").history() == sent and s.info().length == 2 * n
 
+    def test_a_long_session_forks_whole(self, store: Any) -> None:
+        """A session of 16 full batches (16,000 messages by default) forks whole and
+        in order. Failing: Redis's chain walk, which asks for the next node ids in
+        growing windows (at most 500), asked for more than Lua's unpack() takes once
+        the walk passed about 15,500 messages (a mutant survived the suite).
+        """
+        n = min(store.options.limits.max_batch, 1000)
+        s = store.session("s")
+        sent: list[str] = []
+        for batch in range(16):
+            messages = users(n, f"b{batch}-")
+            s.append(messages)
+            sent += [m.id for m in messages]
+        assert [m.id for m in s.fork("copy").history()] == sent
+
     def test_missing_session_reads_empty(self, store: Any) -> None:
         """A session never written has no history, no info, no snapshots, no log.
         Failing: reads create the session or raise.
@@ -231,6 +246,30 @@ class BasicsContract(ContractBase):
         s.append(users(2, "z"))  # a head above every snapshot, no event kept
         store.compact(keep_events=0)
         assert texts(s.history()) == ["m0", "m1", "m2", "z0", "z1"]
+
+    def test_compact_deletes_what_a_trim_hid_down_to_base(self, store: Any) -> None:
+        """With no event kept, compact deletes exactly the messages a trim hid (the
+        node at base too), keeps a branch a snapshot holds below a later trim's base,
+        and a second compact finds nothing to delete and no broken chain (the node
+        at base is gone). Failing: PostgreSQL's garbage walk kept the node at base,
+        or wanted it as the parent of the lowest visible node (mutants survived).
+        """
+        s = store.session("s")
+        s.append(users(6))
+        s.trim(keep_last=3)  # base 3: m0..m2 hidden
+        stats = store.compact(keep_events=0)
+        assert (stats.nodes, stats.events) == (3, 2)
+        assert (store.compact(keep_events=0).nodes, texts(s.history())) == (0, ["m3", "m4", "m5"])
+        b = store.session("b")
+        b.append(users(4, "b"))
+        b.pop()
+        b.append(users(2, "c"))  # b3 is off the chain now
+        b.snapshot("old")  # holds b0..b2 c0 c1, from base 0
+        b.trim(keep_last=1)  # base 4
+        assert store.compact(keep_events=0).nodes == 1  # b3 alone
+        assert store.compact(keep_events=0).nodes == 0
+        b.rollback("old")
+        assert texts(b.history()) == ["b0", "b1", "b2", "c0", "c1"]
 
     def test_compact_keeps_what_only_snapshots_hold(self, store: Any) -> None:
         """Three snapshots each hold messages nothing else reaches (cleared since);

@@ -11,7 +11,7 @@ import pytest
 
 from memvault.errors import InvalidArgumentError
 from memvault.messages import Message
-from memvault.testing.contract.base import ContractBase
+from memvault.testing.contract.base import ContractBase, users
 
 
 class SearchContract(ContractBase):
@@ -107,6 +107,49 @@ class SearchContract(ContractBase):
                          "kiwi popped": (None, True), "kiwi rolled back": (None, True),
                          "kiwi summary undone": (None, True)}
         assert {h.session_id for h in store.search("kiwi", include_hidden=True)} == {"s"}
+
+    def test_a_popped_message_stays_hidden_beside_another_session_s_summary(
+            self, store: Any) -> None:
+        """A message popped and written over (stored, off the chain, at a depth the
+        chain reaches again) is not found, while another session holds exactly as
+        many summaries as this one holds such messages. Failing: PostgreSQL's check
+        that a session's nodes all lie on its chain counted another session's
+        summaries (a mutant survived the suite).
+        """
+        a = store.session("a")
+        a.append([Message.user("a1"), Message.user("a2")])
+        a.summarize(Message.system("summary"), through=a.history()[0].id)
+        b = store.session("b")
+        b.append([Message.user("b1"), Message.user("kiwi old")])
+        b.pop()
+        b.append([Message.user("b2")])
+        assert store.search("kiwi") == []
+        assert [h.message.content for h in store.search("summary")] == ["summary"]
+
+    def test_an_undone_summary_stays_hidden(self, store: Any) -> None:
+        """A summary pop undid is not found (in a session where every node made is
+        on the chain or a summary). Failing: PostgreSQL's search took a hidden
+        summary's hit for a message of the chain at its depth (a mutant survived).
+        """
+        s = store.session("s")
+        s.append([Message.user("a"), Message.user("b")])
+        s.summarize(Message.system("kiwi summary"), through=s.history()[-1].id)
+        assert [h.message.content for h in s.search("kiwi")] == ["kiwi summary"]
+        s.pop()  # nothing after the summary: undone
+        assert s.search("kiwi") == []
+
+    def test_messages_written_after_a_search_are_found(self, store: Any) -> None:
+        """Messages appended to a session after a search are found by the next one,
+        whatever another session holds. Failing: PostgreSQL's index read one
+        session's watermark for another and skipped the new messages (a mutant
+        survived the suite).
+        """
+        store.session("a").append(users(5, "a"))
+        b = store.session("b")
+        b.append(users(2, "b"))
+        assert store.search("kiwi") == []
+        b.append([Message.user("kiwi late")])
+        assert [h.message.content for h in store.search("kiwi")] == ["kiwi late"]
 
     def test_store_search_skips_deleted_and_forked_copies_stand_alone(self, store: Any
                                                                       ) -> None:

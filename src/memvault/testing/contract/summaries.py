@@ -138,6 +138,27 @@ class SummariesContract(ContractBase):
         assert texts(s.history()) == ["S"]
         assert texts(s.history(full=True)) == ["m0", "m1", "m2", "S"]
 
+    def test_compact_keeps_the_summary_beside_every_snapshot_s(self, store: Any) -> None:
+        """compact (every event dropped) keeps the session's summary and each
+        snapshot's, whatever the snapshots hold (one no summary, one an older one),
+        and deletes the garbage beside them. Failing: Redis's compact kept only the
+        last snapshot's summary, written over the session's own; PostgreSQL's walk
+        of the summaries' parents kept every node (mutants survived the suite).
+        """
+        s = store.session("s")
+        msgs = users(4)
+        s.append(msgs)
+        s.snapshot("none")
+        s.summarize(Message.system("S1"), through=msgs[0].id)
+        s.snapshot("one")
+        s.summarize(Message.system("S2"), through=msgs[2].id)
+        s.append(users(1, "x"))
+        s.pop()  # x0: garbage once the events go
+        assert store.compact(keep_events=0).nodes == 1
+        assert texts(s.history()) == ["S2", "m3"]
+        s.rollback("one")
+        assert texts(s.history()) == ["S1", "m1", "m2", "m3"]
+
     def test_summary_through_a_summary_is_refused(self, store: Any) -> None:
         """A summary is not on the chain: it cannot be summarized through.
         Failing: the chain check trusts the depth alone."""
@@ -217,6 +238,31 @@ class SummariesContract(ContractBase):
         assert f.info().summarized == 3
         s.trim(keep_last=1)  # hides the summary's range: a fork copies no summary
         assert texts(s.fork("g").history(full=True)) == ["x0"]
+
+    def test_a_trim_to_exactly_through_hides_the_summary(self, store: Any) -> None:
+        """A trim to exactly the summary's last message (base = through) hides the
+        summary: pop returns the messages after it and then None, never the hidden
+        summary; a fork, of the session or of a snapshot taken then, copies no
+        summary, not even hidden. Failing: PostgreSQL's pop and fork compared
+        ``through >= base`` (mutants survived the suite).
+        """
+        s = store.session("s")
+        msgs = users(5)
+        s.append(msgs)
+        s.summarize(Message.system("kiwi summary"), through=msgs[2].id)
+        s.trim(keep_last=2)  # base 3: hides m0..m2, and with them the summary (through 3)
+        assert texts(s.history()) == ["m3", "m4"] and s.info().summarized == 0
+        s.snapshot("cp")
+        indexed = hasattr(store.backend, "search")
+        for copy in (s.fork("f"), s.fork("g", at="cp")):
+            assert texts(copy.history(full=True)) == ["m3", "m4"]
+            assert copy.info().summarized == 0
+            if indexed:  # not even stored hidden
+                assert copy.search("kiwi", include_hidden=True) == []
+        assert [s.pop().content, s.pop().content] == ["m4", "m3"]
+        version = s.info().version
+        assert s.pop() is None
+        assert s.info().version == version and s.history(full=True) == []
 
     def test_compact_keeps_summarized_originals(self, store: Any) -> None:
         """The originals under a summary are not garbage, and neither is the summary.

@@ -13,7 +13,9 @@ import pytest
 
 from memvault.errors import ConfigurationError, InvalidArgumentError
 from memvault.messages import Message
+from memvault.reindex import reindex
 from memvault.testing.contract.base import ContractBase
+from memvault.vectors import Index, vector_store
 
 CONCEPTS = ({"cat", "cats", "kitten", "feline"}, {"dog", "puppy", "canine"},
             {"car", "automobile", "vehicle"}, {"money", "invoice", "payment", "bill"})
@@ -124,6 +126,33 @@ class VectorsContract(ContractBase):
             plain.close()
         assert contents(semantic.session("s").search("cat")) == ["a feline on the roof"]
 
+    def test_moving_to_another_embedder_forgets_the_old_vectors(self, semantic: Any,
+                                                                 opener: Any) -> None:
+        """``memvault reindex --replace`` (``set_vector_space(space, reset=True)``, then
+        a reindex) deletes the old embedder's vectors: the new one's rank the messages.
+        Failing: the old vectors stayed (they are keyed by text alone), so the reindex
+        embedded nothing and search compared the new embedder's query with the old
+        one's vectors (a PostgreSQL mutant survived the suite).
+        """
+        self.require("persistent")
+        if self.face == "async":
+            pytest.skip("memvault reindex drives the sync API")
+        sent = ["a feline on the roof", "a puppy in the yard"]
+        semantic.session("s").append([Message.user(t) for t in sent])
+        assert contents(semantic.session("s").search("cat")) == sent[:1]
+        shifted = _Shifted(name="shifted")
+        plain = opener()
+        try:
+            vector_store(plain.backend).set_vector_space(Index(shifted).space, True)
+        finally:
+            plain.close()
+        moved = opener(embedder=shifted)
+        try:
+            assert reindex(moved).embedded == 2
+            assert contents(moved.session("s").search("cat")) == sent[:1]
+        finally:
+            moved.close()
+
     def test_another_embedder_is_refused(self, semantic: Any, opener: Any) -> None:
         """Opening a store whose vectors another embedder made is a clear error naming
         `memvault reindex`. Failing: its vectors would rank garbage."""
@@ -136,6 +165,15 @@ class VectorsContract(ContractBase):
                     store.session("s").search("cat")  # an async handle checks on first use
                 finally:
                     store.close()
+
+
+class _Shifted(ConceptEmbedder):
+    """Another embedder: each concept of :data:`CONCEPTS` one dimension further on."""
+
+    def _one(self, text: str) -> list[float]:
+        vector = super()._one(text)
+        n = len(CONCEPTS)
+        return [vector[n - 1], *vector[:n - 1], *vector[n:]]
 
 
 class _WrongShape(ConceptEmbedder):

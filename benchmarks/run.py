@@ -147,7 +147,8 @@ BENCHMARKS: list[Entry] = [
         ("postgres", ("{pg_url}", "--schema", "bench_compact", "--drop"), (POSTGRES,)),
         ("redis", ("{redis_url}", "--prefix", "bench-compact", "--drop"), (REDIS,)))),
     *(Entry(f"vectors-{name}", "bench_vectors.py",
-            ("--url", url, "--size", "2000", "--calls", "5", "--append-calls", "50", "--runs", "1"),
+            ("--url", url, "--size", "2000", "--calls", "5", "--append-calls", "50", "--runs", "1",
+             "--compact-calls", "3"),
             ("--url", url, "--size", "10000", "--calls", "30", "--append-calls", "500"),
             needs=needs) for name, url, needs in (
         ("sqlite", "sqlite:///{tmp}/vectors.db", ()),

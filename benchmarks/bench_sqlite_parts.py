@@ -53,10 +53,10 @@ as the first read of a session's tail does."""
 
 def replay(path: Path, without: str = "") -> Candidate:
     """memvault's append statements, in its order, from plain sqlite3: read the
-    session row, look the ids up, insert the nodes and their search notes, save
-    the row, log the event. ``without``: one part left out, to price it:
-    "search_pending" (its insert), "paging indexes" (the 3 sessions indexes an
-    append rewrites; dropped) or "events" (its insert)."""
+    session row, look the ids up, insert the nodes, save the row, log the event
+    (no search statement: the session's pending was set by its first append).
+    ``without``: one part left out, to price it: "paging indexes" (the 3 sessions
+    indexes an append rewrites; dropped) or "events" (its insert)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA synchronous = NORMAL")
     if without == "paging indexes":
@@ -71,7 +71,8 @@ def replay(path: Path, without: str = "") -> Candidate:
         node = 2 * i + 10
         db.execute("BEGIN IMMEDIATE")
         db.execute("SELECT sid, name, head, depth, base, version, next_node, created_at,"
-                   " updated_at, expires_at, summary, through FROM sessions WHERE name = ?",
+                   " updated_at, expires_at, summary, through, pending FROM sessions"
+                   " WHERE name = ?",
                    ("replay",)).fetchone()
         db.execute("SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN (?, ?)",
                    (sid, f"r{node}", f"r{node + 1}")).fetchall()
@@ -79,9 +80,6 @@ def replay(path: Path, without: str = "") -> Candidate:
                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
                        [(_rowid(sid, n), sid, n, n - 1, n, f"r{n}", b)
                         for n, b in zip((node, node + 1), bodies, strict=True)])
-        if without != "search_pending":
-            db.executemany("INSERT INTO search_pending (id) VALUES (?)",
-                           [(_rowid(sid, n),) for n in (node, node + 1)])
         db.execute("UPDATE sessions SET head=?, depth=?, base=?, version=?, next_node=?,"
                    " updated_at=?, expires_at=?, summary=?, through=? WHERE sid=?",
                    (node + 1, node + 1, 0, i + 10, node + 2, time.time(), None, 0, 0, sid))
@@ -116,7 +114,7 @@ def append_parts(folder: Path, calls: int, warmup: int, runs: int) -> tuple[Comp
     raw = Raw(folder / "raw.db", "NORMAL")
     mv = memvault.open(f"sqlite:///{folder}/mv.db", durability="normal")
     engine = memvault.open(f"sqlite:///{folder}/engine.db", durability="normal")
-    variants = ("", "search_pending", "paging indexes", "events")
+    variants = ("", "paging indexes", "events")
     for k in range(len(variants)):
         memvault.open(f"sqlite:///{folder}/replay{k}.db", durability="normal").close()
     total = warmup + runs * calls + 3000

@@ -14,6 +14,7 @@ but may lose the last commits on power loss (SQLite's ``synchronous=NORMAL``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import json
@@ -338,25 +339,38 @@ def _stored_words(body: str) -> str:
         return ""
 
 
-_SAVE = ("UPDATE sessions SET head=?, depth=?, base=?, version=?, next_node=?, updated_at=?,"
-         " expires_at=?, summary=?, through=?{} WHERE sid=?")
+# the columns save writes (those that changed), in _SqliteTxn._saved's order
+_SAVED = ("head", "depth", "base", "version", "next_node", "updated_at", "expires_at",
+          "summary", "through", "pending")
+
+
+@functools.lru_cache(maxsize=64)
+def _update(changed: tuple[int, ...]) -> str:
+    return f"UPDATE sessions SET {', '.join(f'{_SAVED[k]}=?' for k in changed)} WHERE sid=?"
 
 
 class _SqliteTxn:
     def __init__(self, db: sqlite3.Connection, lagging: WordIndex | None = None) -> None:
         self._db = db
         self._lagging = lagging
-        # each loaded session's pending (the first node not in the search index, 0:
-        # none); those whose pending changed, for save to write
+        # each session's pending (the first node not in the search index, 0: none),
+        # and its row's saved columns as stored (loaded, created or saved)
         self._pending: dict[int, int] = {}
-        self._moved: set[int] = set()
+        self._stored: dict[int, tuple[Any, ...]] = {}
 
     def _one(self, sql: str, *args: Any) -> Any:
         return self._db.execute(sql, args).fetchone()
 
+    def _saved(self, row: Row) -> tuple[Any, ...]:
+        assert isinstance(row.key, int)
+        return (row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
+                row.expires_at, row.summary, row.through, self._pending[row.key])
+
     def _row(self, r: Sequence[Any]) -> Row:
         self._pending[r[0]] = r[12]
-        return Row(*r[:12])
+        row = Row(*r[:12])
+        self._stored[r[0]] = self._saved(row)
+        return row
 
     def load(self, name: str) -> Row | None:
         r = self._one(f"SELECT {_ROW} FROM sessions WHERE name = ?", name)
@@ -368,19 +382,22 @@ class _SqliteTxn:
             " updated_at) VALUES (?, 0, 0, 0, 0, 1, ?, ?)", (name, now, now))
         assert cur.lastrowid is not None
         self._pending[cur.lastrowid] = 0
-        return Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)
+        row = Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)
+        self._stored[cur.lastrowid] = self._saved(row)
+        return row
 
     def save(self, row: Row) -> None:
-        """Also writes the session's pending if :meth:`insert_nodes` moved it (the
-        engine saves the row after inserting nodes); otherwise the update leaves
-        sessions_pending alone."""
-        args = [row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
-                row.expires_at, row.summary, row.through]
-        if row.key in self._moved:
-            self._db.execute(_SAVE.format(", pending=?"), (*args, self._pending[row.key],
-                                                          row.key))
-        else:
-            self._db.execute(_SAVE.format(""), (*args, row.key))
+        """Sets only the columns that changed (pending too: :meth:`insert_nodes`
+        moves it; the engine saves the row after inserting nodes). SQLite rewrites
+        an index whenever the statement sets a column of its key, to the same value
+        or not: an append (without a TTL) then leaves sessions_by_expires alone, and
+        sessions_pending but after a search (a B-tree page less per commit each)."""
+        saved = self._saved(row)
+        assert isinstance(row.key, int)
+        stored, self._stored[row.key] = self._stored[row.key], saved
+        changed = tuple(k for k, value in enumerate(saved) if value != stored[k])
+        if changed:
+            self._db.execute(_update(changed), (*(saved[k] for k in changed), row.key))
 
     def purge(self, row: Row) -> int:
         span = _span(row)
@@ -419,10 +436,8 @@ class _SqliteTxn:
                     (_rowid(sid, pending), _rowid(sid, nodes[0].node) - 1)))
             _index(self._db, [(_rowid(sid, n.node, True), n.body) for n in nodes])
             self._pending[sid] = 0
-            self._moved.add(sid)
         elif not pending and nodes:
             self._pending[sid] = nodes[0].node
-            self._moved.add(sid)
 
     def node(self, row: Row, node: int) -> Node | None:
         assert isinstance(row.key, int)

@@ -69,7 +69,8 @@ class Target:
 
 TARGETS = {
     "redis": Target(
-        "redis", ("redis_lua/common.lua", "redis_lua/read.lua", "redis_lua/write.lua"),
+        "redis", ("redis_lua/common.lua", "redis_lua/read.lua", "redis_lua/write.lua",
+                  "redis_lua/index.lua"),
         ("tests/backends/test_contract_redis.py::TestRedis",
          "tests/backends/test_redis_model.py", "tests/backends/test_redis_corrupt.py",
          "tests/backends/test_redis_index.py"), "lua"),
@@ -77,6 +78,11 @@ TARGETS = {
         "postgres", ("postgres_sql/functions.sql",),
         ("tests/backends/test_contract_postgres.py::TestPostgres",), "sql"),
 }
+
+
+# The Redis scripts: redis_ops' name of each -> its file, redis_lua/<file>.lua (each is
+# sent with common.lua before it).
+SCRIPTS = {"READ": "read", "WRITE": "write", "INDEX": "index"}
 
 
 @dataclass(frozen=True)
@@ -366,7 +372,7 @@ def entries_reaching(target: Target) -> dict[Unit, set[tuple[str, str]]]:
     reached: dict[Unit, set[tuple[str, str]]] = {u: set() for u in all_units}
     if target.lang == "lua":
         common = [u for u in all_units if u.file.endswith("common.lua") and u.name == "top"]
-        for script in ("read", "write"):
+        for script in SCRIPTS.values():
             file = f"redis_lua/{script}.lua"
             tops = [u for u in all_units if u.file == file and u.name == "top"]
             for op in [u for u in all_units if u.file == file and u.name.startswith("op:")]:
@@ -456,7 +462,7 @@ class Mutate:
         os.environ["PGOPTIONS"] = f"-c statement_timeout={int(test_seconds * 1000)}"
         from memvault.backends import postgres_migrations, redis_ops
 
-        self.clean_read, self.clean_write = redis_ops.READ, redis_ops.WRITE
+        self.clean_scripts = {name: getattr(redis_ops, name) for name in SCRIPTS}
         self.clean_functions = postgres_migrations.functions
         self.clean = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
 
@@ -468,19 +474,19 @@ class Mutate:
     # -- applying a mutant in memory -------------------------------------------------
 
     def _install(self, texts: dict[str, str]) -> None:
-        self.install(self.target, self.clean_read, self.clean_write, self.clean_functions,
-                     self.clean, texts)
+        self.install(self.target, self.clean_scripts, self.clean_functions, self.clean, texts)
 
     @staticmethod
-    def install(target: Target, read: Any, write: Any, functions: Callable[[], str],
+    def install(target: Target, scripts: dict[str, Any], functions: Callable[[], str],
                 clean: dict[str, str], texts: dict[str, str]) -> None:
-        """Make memvault send ``texts`` (the scripts, one of them mutated, or all clean)."""
+        """Make memvault send ``texts`` (the scripts, one of them mutated, or all clean);
+        ``scripts``: the clean ``redis_ops`` script of each name in SCRIPTS."""
         if target.name == "redis":
             from memvault.backends import redis_ops
 
             common = texts["redis_lua/common.lua"]
-            for name, script, file in (("READ", read, "redis_lua/read.lua"),
-                                       ("WRITE", write, "redis_lua/write.lua")):
+            for name, script in scripts.items():
+                file = f"redis_lua/{SCRIPTS[name]}.lua"
                 text = f"{script.text.split(chr(10), 1)[0]}\n{common}\n{texts[file]}"
                 setattr(redis_ops, name, script if text == script.text else redis_ops.Script(
                     text, hashlib.sha1(text.encode("utf-8")).hexdigest()))
@@ -505,8 +511,8 @@ class Mutate:
             for _ in range(2):
                 client = redis.Redis.from_url(self.redis.url)
                 try:
-                    for script in (redis_ops.READ, redis_ops.WRITE):
-                        client.script_load(script.text)
+                    for name in SCRIPTS:
+                        client.script_load(getattr(redis_ops, name).text)
                     return True
                 except redis.ResponseError as exc:
                     if not str(exc).startswith("BUSY"):
@@ -548,13 +554,14 @@ class Mutate:
 
         mutate = self
         seen: set[tuple[str, str]] = set()
-        read, eval_, execute = redis_ops.READ, redis_ops.Eval, psycopg.Connection.execute
+        scripts = {getattr(redis_ops, name).sha: script for name, script in SCRIPTS.items()}
+        eval_, execute = redis_ops.Eval, psycopg.Connection.execute
 
         @dataclass(frozen=True)
         class Recorded(eval_):  # type: ignore[valid-type,misc]
             def __post_init__(self) -> None:
-                op = self.args[0]
-                seen.add(("read" if self.script is read else "write",
+                op = self.args[0]  # index.lua has no operations: any of its calls reaches it
+                seen.add((scripts[self.script.sha],
                           op.decode() if isinstance(op, bytes) else str(op)))
 
         def recorded(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
@@ -666,8 +673,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from memvault.backends import postgres_migrations, redis_ops
 
     clean = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
-    Mutate.install(target, redis_ops.READ, redis_ops.WRITE, postgres_migrations.functions,
-                   clean, {**clean, mutant.file: mutant.apply(clean[mutant.file])})
+    Mutate.install(target, {name: getattr(redis_ops, name) for name in SCRIPTS},
+                   postgres_migrations.functions, clean,
+                   {**clean, mutant.file: mutant.apply(clean[mutant.file])})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -173,11 +173,6 @@ def broken_chain(session_id: str, depth: int) -> CorruptRecordError:
         "the chain is broken here (a message is missing or linked to the wrong parent)")
 
 
-def not_an_envelope(session_id: str, depth: int) -> CorruptRecordError:
-    """A stored body that is not a memvault envelope (found by a server-side check)."""
-    return CorruptRecordError(session_id, depth, "not a memvault envelope")
-
-
 def not_utf8(session_id: str, depth: int) -> CorruptRecordError:
     """A stored body whose bytes are not UTF-8 text."""
     return CorruptRecordError(session_id, depth, "not UTF-8 text")

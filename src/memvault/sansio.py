@@ -10,7 +10,9 @@ plans (:mod:`memvault.integrations`) are written so; :func:`drive` and
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 Request = TypeVar("Request")
@@ -20,13 +22,29 @@ Operation = Generator[Request, Any, Result]
 """Yields requests, is sent each one's reply, returns the result."""
 
 
-def drive(operation: Operation[Request, Result], perform: Callable[[Request], Any]) -> Result:
+@dataclass(frozen=True)
+class Callback:
+    """A request the driver performs itself: ``function(value)``, the caller's own code
+    (compact's progress). :func:`drive_async` calls it on a worker thread, as the
+    async face of a backend run on threads does, so it may wait for the event loop
+    (call the async store from a sync callback) without deadlocking it."""
+
+    function: Callable[[Any], None]
+    value: Any
+
+
+def drive(operation: Operation[Any, Result], perform: Callable[[Request], Any]) -> Result:
     """Run ``operation``, performing each request with ``perform`` (its return value is
-    the reply). An exception ``perform`` raises propagates, and closes the operation."""
+    the reply), a :class:`Callback` by calling it. An exception ``perform`` or a
+    callback raises propagates, and closes the operation."""
     try:
         request = next(operation)
         while True:
-            request = operation.send(perform(request))
+            if isinstance(request, Callback):
+                request.function(request.value)
+                request = operation.send(None)
+            else:
+                request = operation.send(perform(request))
     except StopIteration as done:
         result: Result = done.value
         return result
@@ -35,13 +53,18 @@ def drive(operation: Operation[Request, Result], perform: Callable[[Request], An
 
 
 # The async twin of drive(): a loop cannot both await and not.
-async def drive_async(operation: Operation[Request, Result],
+async def drive_async(operation: Operation[Any, Result],
                       perform: Callable[[Request], Awaitable[Any]]) -> Result:
-    """:func:`drive` with an awaited ``perform``."""
+    """:func:`drive` with an awaited ``perform``, and each :class:`Callback` on a
+    worker thread."""
     try:
         request = next(operation)
         while True:
-            request = operation.send(await perform(request))
+            if isinstance(request, Callback):
+                await asyncio.to_thread(request.function, request.value)
+                request = operation.send(None)
+            else:
+                request = operation.send(await perform(request))
     except StopIteration as done:
         result: Result = done.value
         return result

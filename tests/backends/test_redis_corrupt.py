@@ -49,9 +49,9 @@ _NOT_TEXT = [b"\xc0\x80", b"\xc2", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xf4\x90\
 
 @pytest.mark.parametrize("content", [t.encode() for t in _TEXT] + _NOT_TEXT)
 def test_pop_checks_utf8_before_it_commits(content: bytes) -> None:
-    """The pop script's UTF-8 check agrees with Python's decoder: a body that decodes is
-    popped; one that does not raises CorruptRecordError and stays (the script checked
-    before it committed)."""
+    """pop agrees with Python's decoder at every RFC 3629 boundary: a body that decodes
+    is popped; one that does not raises CorruptRecordError and stays (it was decoded
+    before the script that pops it ran)."""
     url = flushed()
     store = Opener(url, "sync")()
     try:

@@ -1,4 +1,5 @@
-"""Each session operation is one round trip: a single EVALSHA on the wire."""
+"""Each session operation is one round trip: a single EVALSHA on the wire (fork and
+pop: two)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ OPERATIONS: dict[str, tuple[int, Callable[[Any], Any]]] = {
     "history": (1, lambda s: s.history()),
     "history(last=20)": (1, lambda s: s.history(last=20)),
     "info": (1, lambda s: s.info()),
-    "pop": (1, lambda s: s.pop()),
+    # read and decode the message, then pop it (a pop whose message cannot be returned
+    # changes nothing); the pop checks it is still the same message (its SHA-1)
+    "pop": (2, lambda s: s.pop()),
     "trim": (1, lambda s: s.trim(keep_last=1)),
     "clear": (1, lambda s: s.clear()),
     "snapshot": (1, lambda s: s.snapshot("new")),

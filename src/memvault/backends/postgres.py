@@ -41,6 +41,7 @@ applied, and retrying an append with the same messages is safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -251,7 +252,8 @@ class PostgresBackend:
         try:
             with self._pool.connection() as conn:
                 try:
-                    rows = conn.execute(call.sql, call.params).fetchall()
+                    with conn.transaction() if call.checked else contextlib.nullcontext():
+                        return call.parse(conn.execute(call.sql, call.params).fetchall())
                 except psycopg.Error as exc:
                     lost = conn.broken
                     raise failure(exc, call, lost) from exc
@@ -260,7 +262,6 @@ class PostgresBackend:
         finally:
             if lost:  # the server went away: drop the pool's other dead connections too,
                 self._pool.check()  # so that the caller's retry gets a live one
-        return call.parse(rows)
 
     def vector_space(self) -> str | None:
         return self._run(self._calls.vector_space())
@@ -368,8 +369,10 @@ class AsyncPostgresBackend:
         try:
             async with self._pool.connection() as conn:
                 try:
-                    cur = await conn.execute(call.sql, call.params)
-                    rows = await cur.fetchall()
+                    async with conn.transaction() if call.checked else \
+                            contextlib.nullcontext():
+                        cur = await conn.execute(call.sql, call.params)
+                        return call.parse(await cur.fetchall())
                 except psycopg.Error as exc:
                     lost = conn.broken
                     raise failure(exc, call, lost) from exc
@@ -378,7 +381,6 @@ class AsyncPostgresBackend:
         finally:
             if lost:  # as in PostgresBackend._run
                 await self._pool.check()
-        return call.parse(rows)
 
     async def vector_space(self) -> str | None:
         return await self._run(self._calls.vector_space())

@@ -30,7 +30,7 @@ from memvault.errors import (
     MemvaultError,
     OutcomeUnknownError,
 )
-from memvault.messages import Record
+from memvault.messages import Record, decode_message
 from memvault.model import (
     COMPACT_STEP_NODES,
     CompactProgress,
@@ -43,7 +43,7 @@ from memvault.model import (
     utc,
 )
 from memvault.paging import Listed, PageQuery
-from memvault.sansio import Operation
+from memvault.sansio import Callback, Operation
 from memvault.words import body_words
 
 T = TypeVar("T")
@@ -94,7 +94,6 @@ THROUGH_UNKNOWN = "MV006"
 THROUGH_HIDDEN = "MV007"
 THROUGH_SUMMARIZED = "MV008"
 BROKEN_CHAIN = "MV010"
-NOT_ENVELOPE = "MV011"
 NOT_STORED = "MV012"
 
 # Server errors that roll the transaction back and may pass if retried: deadlock and
@@ -112,8 +111,6 @@ def _damage(session_id: str, refuse: Refuse = _no_refusals) -> Refuse:
     def check(state: str, detail: str) -> MemvaultError | None:
         if state == BROKEN_CHAIN:
             return errors.broken_chain(session_id, int(detail))
-        if state == NOT_ENVELOPE:
-            return errors.not_an_envelope(session_id, int(detail))
         return refuse(state, detail)
 
     return check
@@ -130,6 +127,8 @@ class Call(Generic[T]):
         parse: the rows it returns -> the operation's result.
         write: whether it may change the store (decides what a lost connection means).
         refuse: SQLSTATE and detail of a domain error -> the memvault error to raise.
+        checked: run in a transaction of its own that commits only once ``parse``
+            returned: a write whose result cannot be parsed changes nothing.
     """
 
     op: str
@@ -138,6 +137,7 @@ class Call(Generic[T]):
     parse: Callable[[Rows], T]
     write: bool
     refuse: Refuse = field(default=_no_refusals)
+    checked: bool = False
 
 
 def _utf8(text: str) -> bytes:
@@ -317,11 +317,16 @@ class Calls:
         return self._call("info", (_utf8(session_id), now), parse, write=False)
 
     def pop(self, session_id: str, w: Write) -> Call[Stored | None]:
+        """Decoded before the commit: a pop whose message cannot be returned changes
+        nothing (a retry would pop a second message)."""
         def parse(rows: Rows) -> Stored | None:
-            return (rows[0][0], rows[0][1]) if rows else None
+            if not rows:
+                return None
+            decode_message(session_id, rows[0][0], rows[0][1])
+            return rows[0][0], rows[0][1]
 
-        return self._call("pop", (_utf8(session_id), *self._write(w)), parse, write=True,
-                          refuse=_damage(session_id))
+        return replace(self._call("pop", (_utf8(session_id), *self._write(w)), parse,
+                                  write=True, refuse=_damage(session_id)), checked=True)
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Call[int]:
         params = (_utf8(session_id), keep_last, op, *self._write(w))
@@ -396,7 +401,7 @@ class Calls:
         return found
 
     def compact(self, keep_events: int | None, now: float, batch: int,
-                progress: Progress | None) -> Operation[Call[Any], CompactStats]:
+                progress: Progress | None) -> Operation[Call[Any] | Callback, CompactStats]:
         """Steps of at most ``batch`` sessions, each one call (its own transaction),
         over the sessions stored when it began; ``progress`` after each."""
         total, until = yield self._call("compact_plan", (), _row, write=False)
@@ -409,7 +414,7 @@ class Calls:
                 return stats
             after, done, stats = last, done + took, stats + CompactStats(*removed)
             if progress is not None:
-                progress(CompactProgress(done, total, stats))
+                yield Callback(progress, CompactProgress(done, total, stats))
 
 
 def _postings(pending: Rows) -> tuple[Any, ...]:

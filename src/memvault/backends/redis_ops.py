@@ -5,7 +5,8 @@ Each operation is a generator that yields :class:`Eval` / :class:`Scan` /
 clients in :mod:`memvault.backends.redis` only send requests. Every operation on
 a session is one :class:`Eval` of a Lua script (``redis_lua/*.lua``): atomic, one
 round trip. ``fork`` reads the source in one script and writes the new session in
-another, because on a cluster the two sessions may live on different nodes;
+another, because on a cluster the two sessions may live on different nodes; ``pop``
+reads its message and decodes it before the script that pops it;
 ``sessions`` and ``compact`` scan the key space. On a single server the write
 script also keeps an index of sessions (sorted sets, one per order) that
 ``sessions_page`` reads; on a cluster it scans (docs/redis.md, "Listing sessions").
@@ -33,7 +34,6 @@ from memvault.errors import (
     duplicate_ids,
     hidden_through,
     message_missing,
-    not_an_envelope,
     not_stored,
     not_utf8,
     session_exists,
@@ -43,7 +43,7 @@ from memvault.errors import (
     unknown_through,
     version_conflict,
 )
-from memvault.messages import Record
+from memvault.messages import Record, decode_message
 from memvault.model import (
     AUTO_PREFIX,
     CompactProgress,
@@ -56,6 +56,7 @@ from memvault.model import (
     utc,
 )
 from memvault.paging import ORDERS, Listed, PageQuery, key_of, select
+from memvault.sansio import Callback
 
 T = TypeVar("T")
 
@@ -133,7 +134,7 @@ class Batch:
 
 
 Request = Eval | Scan | Fetch | Command | Batch
-Op = Generator[Request, Any, T]
+Op = Generator[Request | Callback, Any, T]
 """An operation: run by :func:`memvault.sansio.drive` (or ``drive_async``)."""
 
 
@@ -234,8 +235,7 @@ def _event(session_id: str, index: int, value: bytes) -> Event:
 
 
 # What a script's {'corrupt', depth, what} reply found.
-_DAMAGE = {b"chain": broken_chain, b"missing": message_missing, b"envelope": not_an_envelope,
-           b"text": not_utf8}
+_DAMAGE = {b"chain": broken_chain, b"missing": message_missing}
 
 
 def _corrupt(session_id: str, reply: Any) -> CorruptRecordError | None:
@@ -371,11 +371,25 @@ class Operations:
         return None if reply is None else _info(session_id, reply)[0]
 
     def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
-        reply = yield self._write(session_id, "pop", w)
-        damage = _corrupt(session_id, reply)
-        if damage:
-            raise damage
-        return None if reply is None else _stored(session_id, reply[0], reply[1])
+        """Read the message pop would hide (the context view's newest) and decode it,
+        then pop it if it is still the one (its SHA-1): a message that cannot be
+        returned raises with nothing popped. Two round trips."""
+        while True:
+            shown = _stored_list(session_id, (yield self._read(session_id, "history", w.now,
+                                                                "1")))
+            if not shown:
+                return None
+            depth, body = shown[0]
+            decode_message(session_id, depth, body)
+            checked = hashlib.sha1(body.encode("utf-8")).hexdigest()
+            reply = yield self._write(session_id, "pop", w, checked)
+            damage = _corrupt(session_id, reply)
+            if damage:
+                raise damage
+            if reply is None:
+                return None
+            if reply[0] != b"moved":
+                return _stored(session_id, reply[0], reply[1])
 
     def summarize(self, session_id: str, record: Record, through: str,
                   expect_version: int | None, w: Write) -> Op[int]:
@@ -577,7 +591,7 @@ class Operations:
                 raise damage
             stats += CompactStats(*(int(r) for r in reply))
             if progress is not None and (done % batch == 0 or done == len(found)):
-                progress(CompactProgress(done, len(found), stats))
+                yield Callback(progress, CompactProgress(done, len(found), stats))
         if self._index:
             yield from self._prune(now)
         return stats

@@ -31,6 +31,9 @@ class _LoopThread:
         self._thread.start()
 
     def run(self, awaitable: Awaitable[T]) -> T:
+        if threading.current_thread() is self._thread:  # it would wait for itself
+            raise RuntimeError("a blocking call on the event loop's own thread")
+
         async def wait() -> T:
             return await awaitable
 

@@ -2,7 +2,7 @@
 
 A Hypothesis :class:`~hypothesis.stateful.RuleBasedStateMachine` applies the same
 random operations (append, batch append, idempotent retries, summarize, pop, trim,
-clear, snapshot, rollback, fork, delete, close-and-reopen) to the backend under test and
+clear, snapshot, rollback, fork, delete, compact, close-and-reopen) to the backend under test and
 to a ``memory://`` store, and after every step checks that both return the same
 results, raise the same errors and hold the same logical state
 (:func:`~memvault.testing.dump_state`: histories, snapshots, versions, event logs).
@@ -12,6 +12,7 @@ Each example uses session ids of its own, so it runs on a shared, non-empty stor
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -50,9 +51,13 @@ def _outcome(call: Callable[[], Any]) -> Any:
     if isinstance(result, Snapshot):
         return (result.name, result.head, result.base, result.version, result.length,
                 result.auto, result.summary, result.through)
-    if isinstance(result, (int, Message)) or result is None:
+    if isinstance(result, (int, Message, list)) or result is None:
         return result
     return "a session handle"  # fork's result: Session, AsyncSession or its proxy
+
+
+def _ids_at(session_id: str, version: int, store: Any) -> list[str]:
+    return [m.id for m in store.session(session_id).history(at_version=version)]
 
 
 class StoreModel(RuleBasedStateMachine):
@@ -163,6 +168,21 @@ class StoreModel(RuleBasedStateMachine):
     def delete(self, slot: int) -> None:
         sid = self._sid(slot)
         self.both(f"delete {sid}", lambda st_: st_.session(sid).delete())
+
+    @rule(keep=st.none() | st.integers(0, 3))
+    def compact(self, keep: int | None) -> None:
+        """compact (its stats are not compared: the store under test may hold other
+        examples' sessions), then every version of every session read back on both:
+        compact deleted nothing a pointer or kept event reaches."""
+        def compact(st_: Any) -> None:
+            st_.compact(keep_events=keep)
+
+        self.both(f"compact (keep_events={keep})", compact)
+        for sid in self.sids:
+            top = max((e.version for e in self.ref.session(sid).log()), default=0)
+            for version in range(top + 1):
+                self.both(f"history of {sid} at version {version} after compact",
+                          functools.partial(_ids_at, sid, version))
 
     @precondition(lambda self: self.reopen_allowed)
     @rule()

@@ -28,7 +28,9 @@
 -- Version 7 added the search vectors' functions (vector_space ... put_vectors).
 -- At version 8, append_after: append refusing (MV012) unless a message id is stored.
 -- Then pop refused an envelope whose "v" is not 1 or whose "m" is not an object too
--- (it committed, then the client's decode raised), as the Redis script does.
+-- (it committed, then the client's decode raised), as the Redis script does; then
+-- those checks went: the client runs pop in a transaction and decodes the message
+-- whole before it commits (an extra key or a bad field passed them).
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -299,7 +301,8 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Hide the context view's newest message; with nothing after the summary, undo it
--- (the previous summary is back). Checked before anything changes.
+-- (the previous summary is back). The client commits only once it has decoded the
+-- message returned.
 CREATE OR REPLACE FUNCTION @schema@.pop(
     p_session bytea, p_writer bytea, p_now double precision, p_expires double precision
 ) RETURNS SETOF @schema@.stored_row
@@ -307,7 +310,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_node @schema@.nodes;
-    v_envelope json;
     v_head bigint;
     v_undo boolean;
     v_at bigint;
@@ -327,22 +329,6 @@ BEGIN
     WHERE n.sid = v_row.sid AND n.node = v_at AND n.depth = v_depth;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth;
-    END IF;
-    BEGIN
-        -- json operators de-escape the strings they pass, and text cannot hold the
-        -- NUL a message may carry escaped: each NUL escape becomes one of U+0001
-        -- here (the same shape, so the same JSON structure), for these checks only.
-        v_envelope := replace(v_node.body, chr(92) || 'u0000', chr(92) || 'u0001')::json;
-    EXCEPTION WHEN invalid_text_representation OR statement_too_complex THEN
-        v_envelope := NULL;  -- not JSON, or nested too deep to parse
-    END;
-    -- The Redis script checks the same: an object, "v" 1, "m" an object.
-    -- (No cast that could fail, and no CASE: its THEN would end the IF's condition.)
-    IF json_typeof(v_envelope) IS DISTINCT FROM 'object'
-       OR (v_envelope -> 'v')::text IS DISTINCT FROM '1'
-       OR json_typeof(v_envelope -> 'm') IS DISTINCT FROM 'object' THEN
-        RAISE EXCEPTION 'not a memvault envelope' USING ERRCODE = 'MV011',
-            DETAIL = v_depth;
     END IF;
     v_head := v_row.head;
     v_row.version := v_row.version + 1;

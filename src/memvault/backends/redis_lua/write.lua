@@ -61,27 +61,6 @@ if op == 'reindex' then
   return 1
 end
 
--- The well-formed UTF-8 sequences of more than one byte (RFC 3629), by lead byte.
-local MULTIBYTE = {
-  '[\194-\223][\128-\191]',
-  '\224[\160-\191][\128-\191]', '[\225-\236\238\239][\128-\191][\128-\191]',
-  '\237[\128-\159][\128-\191]',
-  '\240[\144-\191][\128-\191][\128-\191]',
-  '[\241-\243][\128-\191][\128-\191][\128-\191]',
-  '\244[\128-\143][\128-\191][\128-\191]',
-}
-
--- Whether s is UTF-8 text (cjson passes any bytes through). A lead byte fixes a
--- sequence's length and never continues another, so each well-formed sequence can be
--- blanked on its own; any byte above 127 left over is malformed.
-local function utf8(s)
-  for _, sequence in ipairs(MULTIBYTE) do
-    if not string.find(s, '[\128-\255]') then return true end
-    s = string.gsub(s, sequence, '.')
-  end
-  return not string.find(s, '[\128-\255]')
-end
-
 if op == 'delete' then
   -- ARGV[2]: now. 1 if the session existed and had not expired (expired keys the
   -- server has not dropped yet are removed too, and answer 0, like every read).
@@ -260,9 +239,11 @@ if op == 'append' then
   commit(row, 'append', head0, base0, {messages = count}, true)
   return {'ok', row.version}
 elseif op == 'pop' then
-  -- {depth, message}, false when empty, or {'corrupt', depth, what} (nothing popped:
-  -- a message that cannot be returned stays). With nothing after the summary, the
-  -- pop undoes the summary (the previous one is back) and returns it.
+  -- ARGV[6]: the SHA-1 of the message the client read and decoded (history, last 1).
+  -- Pops it if it is still the one to pop: {depth, message}; else changes nothing
+  -- and answers {'moved'}. false when empty, or {'corrupt', depth, what}. With
+  -- nothing after the summary, the pop undoes the summary (the previous one is back)
+  -- and returns it.
   if not row then return false end
   local node, expect, undo = row.head, row.depth, row.depth <= floor_of(row)
   if undo then
@@ -274,11 +255,7 @@ elseif op == 'pop' then
   if depth ~= expect then return {'corrupt', expect, 'chain'} end
   local message = redis.call('HGET', MSGS, node)
   if not message then return {'corrupt', depth, 'missing'} end
-  if not utf8(message) then return {'corrupt', depth, 'text'} end
-  local ok, envelope = pcall(cjson.decode, message)
-  if not ok or type(envelope) ~= 'table' or envelope.v ~= 1 or type(envelope.m) ~= 'table' then
-    return {'corrupt', depth, 'envelope'}
-  end
+  if redis.sha1hex(message) ~= ARGV[6] then return {'moved'} end
   local head0, base0 = row.head, row.base
   if undo then
     local through = 0

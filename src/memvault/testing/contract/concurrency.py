@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memvault.checks.lostwrites import check_concurrent_appends
 from memvault.messages import Message
 from memvault.testing import workers
 from memvault.testing.contract.base import ContractBase, turn
+
+T = TypeVar("T")
 
 
 def check_interleaving(history: list[Message], writers: list[str], turns: int) -> None:
@@ -29,29 +32,63 @@ def check_interleaving(history: list[Message], writers: list[str], turns: int) -
         assert mine == [f"{w}-{i}-q" for i in range(turns)], f"{w}'s turns lost or reordered"
 
 
+def in_threads(run: Callable[[T], None], args: list[T]) -> None:
+    """``run(arg)`` for each of ``args``, each on a thread of its own, all at once;
+    fails with what any of them raised."""
+    errors: list[BaseException] = []
+
+    def guarded(arg: T) -> None:
+        try:
+            run(arg)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(arg,)) for arg in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 class ConcurrencyContract(ContractBase):
     def test_threads_appending_lose_nothing(self, store: Any) -> None:
         """8 threads x 40 turns on one store handle: every turn once, whole, in each
         writer's order. Failing: appends are read-modify-write or not serialized."""
         s = store.session("shared")
         writers = [f"t{i}" for i in range(8)]
-        errors: list[BaseException] = []
 
         def run(w: str) -> None:
-            try:
-                for i in range(40):
-                    s.append(turn(w, i))
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
+            for i in range(40):
+                s.append(turn(w, i))
 
-        threads = [threading.Thread(target=run, args=(w,)) for w in writers]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors
+        in_threads(run, writers)
         check_interleaving(s.history(), writers, 40)
         assert s.info().version == 8 * 40
+
+    def test_threads_popping_pop_each_message_once(self, store: Any) -> None:
+        """4 threads pop one session of 60 messages until it is empty: each message
+        is returned by exactly one pop, each pop is one version, and a pop returns
+        None only once the session is empty. Failing: a pop that checks its message
+        before popping it popped another one than it checked (or the same one twice),
+        or gave up, when a concurrent pop came between.
+        """
+        s = store.session("shared")
+        sent = [Message.user(f"m{i}", id=f"m{i}") for i in range(60)]
+        s.append(sent)
+        popped: list[list[str]] = [[] for _ in range(4)]
+
+        def run(mine: list[str]) -> None:
+            while (message := s.pop()) is not None:
+                mine.append(message.id)
+            info = s.info()  # None only once the session is empty (it stays so)
+            assert info is not None and info.length == 0, info
+
+        in_threads(run, popped)
+        assert sorted(i for mine in popped for i in mine) == sorted(m.id for m in sent)
+        for mine in popped:  # each thread saw the session shrink from the newest
+            assert mine == sorted(mine, key=lambda i: -int(i[1:]))
+        assert (s.info().version, s.info().length) == (61, 0)
 
     def test_processes_appending_lose_nothing(self, store: Any, opener: Any) -> None:
         """4 processes x 250 appends of 2-message turns to one session: nothing lost,

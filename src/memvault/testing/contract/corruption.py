@@ -111,15 +111,23 @@ class CorruptionContract(ContractBase):
 
     @pytest.mark.parametrize("body", [
         "not json", "42", '{"v": 99, "m": {}}', "[]", '{"v": 1, "m": "text"}',
-        b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}'],
+        b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}',
+        '{"v":1,"m":{"role":"user","content":"hi"},"x":0}',
+        '{"v":1,"m":{"role":"user","content":"hi","x":0}}',
+        '{"v":1,"m":{"role":"wizard","content":"hi"}}',
+        '{"v":1,"m":{"role":"user","content":42}}',
+        '{"v":1,"m":{"role":"user","content":"hi","created_at":"yesterday"}}'],
         ids=["not-json", "json-number", "version-99", "not-an-object", "m-not-an-object",
-             "not-utf8"])
+             "not-utf8", "extra-envelope-key", "extra-message-key", "bad-role",
+             "bad-content", "bad-time"])
     def test_undecodable_head_leaves_pop_undone(self, store: Any, body: str | bytes) -> None:
         """pop of a message that cannot be decoded (not JSON, not an envelope, an
-        unknown format version; an envelope whose bytes are not UTF-8) raises
-        CorruptRecordError naming it and changes nothing.
+        unknown format version; an envelope whose bytes are not UTF-8; an envelope
+        the server's own checks pass but that is not a valid message: an extra key, a
+        bad field) raises CorruptRecordError naming it and changes nothing.
         Failing: pop committed before decoding, so a retry popped a second message;
-        on Redis a body that is not UTF-8 was popped, then the reply raised.
+        on Redis a body that is not UTF-8 was popped, then the reply raised; on Redis
+        and PostgreSQL an extra key or a bad field passed the script's checks.
         """
         self.require("corrupt")
         s = store.session("victim")

@@ -97,6 +97,11 @@ BENCHMARKS: list[Entry] = [
           (*_PEERS_FULL, "--url", "{redis_url}"), needs=(REDIS,)),
     Entry("postgres", "bench_postgres.py", (*_PEERS_QUICK, "--url", "{pg_url}"),
           (*_PEERS_FULL, "--url", "{pg_url}"), needs=(POSTGRES,)),
+    # where PostgreSQL's append ratio goes, part by part (server time and WAL too)
+    Entry("postgres-parts", "bench_postgres_parts.py",
+          ("--calls", "100", "--warmup", "20", "--runs", "1", "--url", "{pg_url}"),
+          ("--calls", "1000", "--warmup", "200", "--runs", "3", "--url", "{pg_url}"),
+          needs=(POSTGRES,)),
     # history after 400,000 dead node rows (as the issue measured), never vacuumed
     Entry("postgres-churn", "bench_postgres.py",
           ("--calls", "100", "--warmup", "20", "--runs", "1", "--only", "history",
@@ -147,7 +152,8 @@ BENCHMARKS: list[Entry] = [
         ("postgres", ("{pg_url}", "--schema", "bench_compact", "--drop"), (POSTGRES,)),
         ("redis", ("{redis_url}", "--prefix", "bench-compact", "--drop"), (REDIS,)))),
     *(Entry(f"vectors-{name}", "bench_vectors.py",
-            ("--url", url, "--size", "2000", "--calls", "5", "--append-calls", "50", "--runs", "1"),
+            ("--url", url, "--size", "2000", "--calls", "5", "--append-calls", "50", "--runs", "1",
+             "--compact-calls", "3"),
             ("--url", url, "--size", "10000", "--calls", "30", "--append-calls", "500"),
             needs=needs) for name, url, needs in (
         ("sqlite", "sqlite:///{tmp}/vectors.db", ()),

@@ -312,6 +312,15 @@ class RedisBackend:
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         self._run(self._ops.put_vectors(items))
 
+    def vector_keys(self) -> list[str]:
+        return self._run(self._ops.vector_keys())
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        self._run(self._ops.drop_vectors(keys))
+
+    def node_bodies(self, session_id: str, now: float) -> list[str]:
+        return self._run(self._ops.node_bodies(session_id, now))
+
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
     def append(
@@ -438,6 +447,15 @@ class AsyncRedisBackend:
 
     async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         await self._run(self._ops.put_vectors(items))
+
+    async def vector_keys(self) -> list[str]:
+        return await self._run(self._ops.vector_keys())
+
+    async def drop_vectors(self, keys: Sequence[str]) -> None:
+        await self._run(self._ops.drop_vectors(keys))
+
+    async def node_bodies(self, session_id: str, now: float) -> list[str]:
+        return await self._run(self._ops.node_bodies(session_id, now))
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None,

@@ -329,6 +329,20 @@ class Operations:
             batch = items[start:start + _FETCH_BATCH]
             yield Command(("HSET", self.layout.vectors, *(x for item in batch for x in item)))
 
+    def vector_keys(self) -> Op[list[str]]:
+        reply = yield Command(("HKEYS", self.layout.vectors))
+        return [_text(key) for key in reply]
+
+    def drop_vectors(self, keys: Sequence[str]) -> Op[None]:
+        for start in range(0, len(keys), _FETCH_BATCH):
+            yield Command(("HDEL", self.layout.vectors, *keys[start:start + _FETCH_BATCH]))
+
+    def node_bodies(self, session_id: str, now: float) -> Op[list[str]]:
+        """Every stored body (the msgs hash); a session that expired meanwhile may
+        still answer with its bodies: their vectors stay until the next compact."""
+        reply = yield Command(("HVALS", self.layout.keys(session_id)[1]))
+        return [body.decode("utf-8", "replace") for body in reply]  # damage: no key
+
     def _vectors_first(self, records: Sequence[Record]) -> Op[None]:
         """A write's vectors, stored just before its script: on a cluster they live
         on another node than the session, so one script cannot write both. A vector

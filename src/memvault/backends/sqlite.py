@@ -559,6 +559,19 @@ class _SqliteTxn:
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         self._db.executemany("INSERT OR IGNORE INTO vectors (key, vec) VALUES (?, ?)", items)
 
+    def vector_keys(self) -> list[str]:
+        if not self._has_vectors():
+            return []
+        return [r[0] for r in self._db.execute("SELECT key FROM vectors")]
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        self._db.execute("DELETE FROM vectors WHERE key IN (SELECT value FROM json_each(?))",
+                         (json.dumps(list(keys)),))
+
+    def bodies(self, row: Row) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT body FROM nodes WHERE id BETWEEN ? AND ?",
+                                               _span(row))]
+
 
 class SqliteBackend(IndexedEngine):
     """A SQLite database file shared by any number of threads and processes.

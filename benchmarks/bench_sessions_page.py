@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/bench_sessions_page.py --dir /tmp \\
         --redis-url redis://127.0.0.1:6379/7 --pg-url postgresql://postgres@127.0.0.1:5432/test
     python benchmarks/bench_sessions_page.py --dir /tmp --big 10000 --only sqlite   # smaller
+    python benchmarks/bench_sessions_page.py --only redis-cluster   # a private 3-primary cluster
 
 For each backend, two stores: 100 sessions and ``--big`` sessions (one message each,
 built with ``generate.py``'s parallel writer). Each order (id, version, length,
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from harness import Candidate, Comparison, compare
 
 import memvault
 from memvault.paging import ORDERS
+from memvault.torture.servers import RedisCluster
 from memvault.ui import views
 
 PAGE = 50
@@ -78,6 +82,8 @@ def _stores(kind: str, args: argparse.Namespace, size: int) -> tuple[str, dict[s
         return f"sqlite:///{args.dir}/pages-{size}.db", {"durability": "normal"}
     if kind == "redis":
         return f"{args.redis_url}?prefix=bench-pages-{size}", {}
+    if kind == "redis-cluster":
+        return f"{args.cluster_url}&prefix=bench-pages-{size}", {}
     return f"{args.pg_url}?schema=bench_pages_{size}", {}
 
 
@@ -86,6 +92,8 @@ def _drop(kind: str, args: argparse.Namespace, size: int) -> None:
     if kind == "sqlite":
         for tail in ("", "-wal", "-shm"):
             Path(f"{args.dir}/pages-{size}.db{tail}").unlink(missing_ok=True)
+    elif kind == "redis-cluster":
+        pass  # the private cluster goes with its folder
     elif kind == "redis":
         import redis
 
@@ -109,8 +117,20 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", nargs="*", default=["sqlite", "postgres", "redis"])
+    ap.add_argument("--only", nargs="*", default=["sqlite", "postgres", "redis"],
+                    help="backends: sqlite, postgres, redis, redis-cluster (a private "
+                         "3-primary cluster started for the run)")
     args = ap.parse_args()
+    with ExitStack() as stack:
+        if "redis-cluster" in args.only:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            cluster = RedisCluster(folder, durable=False)
+            stack.callback(cluster.close)
+            args.cluster_url = cluster.url
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     sizes = (100, args.big)
     lines = ["### Command", "", "```", " ".join(["python", *sys.argv]), "```", "",
              f"- load average at start: {load()}", ""]

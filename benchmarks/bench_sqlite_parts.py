@@ -53,10 +53,11 @@ as the first read of a session's tail does."""
 
 def replay(path: Path, without: str = "") -> Candidate:
     """memvault's append statements, in its order, from plain sqlite3: read the
-    session row, look the ids up, insert the nodes and their search notes, save
-    the row, log the event. ``without``: one part left out, to price it:
-    "search_pending" (its insert), "paging indexes" (the 3 sessions indexes an
-    append rewrites; dropped) or "events" (its insert)."""
+    session row, look the ids up, insert the nodes, save the row's changed columns,
+    log the event (no search statement: the session's pending was set by its first
+    append).
+    ``without``: one part left out, to price it: "paging indexes" (the 3 sessions
+    indexes an append rewrites; dropped) or "events" (its insert)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA synchronous = NORMAL")
     if without == "paging indexes":
@@ -71,7 +72,8 @@ def replay(path: Path, without: str = "") -> Candidate:
         node = 2 * i + 10
         db.execute("BEGIN IMMEDIATE")
         db.execute("SELECT sid, name, head, depth, base, version, next_node, created_at,"
-                   " updated_at, expires_at, summary, through FROM sessions WHERE name = ?",
+                   " updated_at, expires_at, summary, through, pending FROM sessions"
+                   " WHERE name = ?",
                    ("replay",)).fetchone()
         db.execute("SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN (?, ?)",
                    (sid, f"r{node}", f"r{node + 1}")).fetchall()
@@ -79,12 +81,8 @@ def replay(path: Path, without: str = "") -> Candidate:
                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
                        [(_rowid(sid, n), sid, n, n - 1, n, f"r{n}", b)
                         for n, b in zip((node, node + 1), bodies, strict=True)])
-        if without != "search_pending":
-            db.executemany("INSERT INTO search_pending (id) VALUES (?)",
-                           [(_rowid(sid, n),) for n in (node, node + 1)])
-        db.execute("UPDATE sessions SET head=?, depth=?, base=?, version=?, next_node=?,"
-                   " updated_at=?, expires_at=?, summary=?, through=? WHERE sid=?",
-                   (node + 1, node + 1, 0, i + 10, node + 2, time.time(), None, 0, 0, sid))
+        db.execute("UPDATE sessions SET head=?, depth=?, version=?, next_node=?, updated_at=?"
+                   " WHERE sid=?", (node + 1, node + 1, i + 10, node + 2, time.time(), sid))
         if without != "events":
             db.execute("INSERT INTO events (sid, id, version, op, writer, at, head_before,"
                        " base_before, head_after, base_after, detail) VALUES (?1, (SELECT"
@@ -116,7 +114,7 @@ def append_parts(folder: Path, calls: int, warmup: int, runs: int) -> tuple[Comp
     raw = Raw(folder / "raw.db", "NORMAL")
     mv = memvault.open(f"sqlite:///{folder}/mv.db", durability="normal")
     engine = memvault.open(f"sqlite:///{folder}/engine.db", durability="normal")
-    variants = ("", "search_pending", "paging indexes", "events")
+    variants = ("", "paging indexes", "events")
     for k in range(len(variants)):
         memvault.open(f"sqlite:///{folder}/replay{k}.db", durability="normal").close()
     total = warmup + runs * calls + 3000
@@ -128,7 +126,7 @@ def append_parts(folder: Path, calls: int, warmup: int, runs: int) -> tuple[Comp
          folder / "raw.db"),
         (Candidate("memvault", lambda i: session.append(turns(i)), "append"), folder / "mv.db"),
         (Candidate("backend.append (pre-encoded)", lambda i: backend.append(
-            "append", records(i), None, Write("w", time.time(), None)), "append"),
+            "append", records(i), None, None, Write("w", time.time(), None)), "append"),
          folder / "engine.db"),
         *((replay(folder / f"replay{k}.db", v), folder / f"replay{k}.db")
           for k, v in enumerate(variants)),

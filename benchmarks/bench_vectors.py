@@ -16,6 +16,10 @@ call, after a warm-up):
    ``Session.append`` had before embedders existed (encode, then the backend's
    append: ``backend.append(id, options.encode(...), ...)``), to show that no
    embedder costs nothing; and with ``wordllama`` (it embeds before each write).
+4. ``compact()`` of that store with nothing to delete: the backend's compact steps
+   alone (what ``Store.compact`` was before vectors were reclaimed) against
+   ``Store.compact`` (the steps, then the sweep of unused vectors, which reads every
+   stored message once).
 
 On PostgreSQL the store lives in a fresh schema, dropped at the end; on SQLite the
 file is removed.
@@ -74,6 +78,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--append-calls", type=int, default=300)
+    parser.add_argument("--compact-calls", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     url = store_url(args)
@@ -106,7 +111,13 @@ def run(url: str, args: argparse.Namespace) -> None:
                 fresh.session(sid).search(QUERIES[0])
                 first.append((time.perf_counter() - start) * 1e3)
         appends = compare_appends(url, hybrid, lexical, args)
-        print(markdown_table([searches, appends]))
+        compacts = compare(
+            f"compact(), nothing to delete, {args.size:,} messages and the appends'",
+            [Candidate("steps only (before)",
+                       lambda n: lexical.backend.compact(None, time.time())),
+             Candidate("steps + vector sweep", lambda n: lexical.compact())],
+            baseline="steps only (before)", calls=args.compact_calls, warmup=2, runs=args.runs)
+        print(markdown_table([searches, appends, compacts]))
         p50 = searches["hybrid (wordllama)"].p50 * 1e3
         print(f"\nhybrid p50 {p50:.1f} ms (target <= 50 ms: {'met' if p50 <= 50 else 'MISSED'}); "
               f"first hybrid search of a new handle (reads {args.size:,} vectors): "

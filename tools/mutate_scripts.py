@@ -606,7 +606,7 @@ class Mutate:
         class Recorded(eval_):  # type: ignore[valid-type,misc]
             def __post_init__(self) -> None:
                 op = self.args[0]  # index.lua has no operations: any of its calls reaches it
-                seen.add((scripts[self.script.sha],
+                seen.add((scripts.get(self.script.sha, "other"),  # other: not mutated
                           op.decode() if isinstance(op, bytes) else str(op)))
 
         def recorded(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:

@@ -7,6 +7,7 @@ encoding and decoding are shared with the sync facade (:class:`~memvault.store.O
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -24,10 +25,11 @@ from memvault.model import (
     check_count,
 )
 from memvault.paging import SessionPage, check_page, page_of
+from memvault.sansio import drive_async
 from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.store import Options, split_options
 from memvault.urls import open_async_backend, redact
-from memvault.vectors import Index, depth, vector_store
+from memvault.vectors import Index, depth, reclaim, request, stores_vectors, vector_store
 
 
 class AsyncSession:
@@ -189,7 +191,11 @@ class AsyncStore:
         if keep_events is not None:
             check_count("keep_events", keep_events)
         check_batch(batch)
-        return await self.backend.compact(keep_events, self.options.now(), batch, progress)
+        now = self.options.now()
+        stats = await self.backend.compact(keep_events, now, batch, progress)
+        if not stores_vectors(self.backend):
+            return stats
+        return replace(stats, vectors=await drive_async(reclaim(now), request(self.backend)))
 
     async def close(self) -> None:
         await self.backend.close()

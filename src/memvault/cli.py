@@ -420,7 +420,7 @@ def compact(
     as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
-    """Delete expired sessions, and messages nothing reaches any more, for good.
+    """Delete expired sessions, messages nothing reaches and unused vectors, for good.
 
     Asks first on a terminal; elsewhere (scripts, cron) it needs --yes. It works in
     short steps that never hold writers up for long, with a progress bar on a
@@ -440,8 +440,9 @@ def compact(
     if as_json:
         emit([json_line(dataclasses.asdict(stats))])
     else:
+        vectors = f", {plural(stats.vectors, 'search vector')}" if stats.vectors else ""
         say(f"removed {plural(stats.nodes, 'message')}, {plural(stats.events, 'event')}, "
-            f"{plural(stats.sessions, 'expired session')}")
+            f"{plural(stats.sessions, 'expired session')}{vectors}")
 
 
 @app.command()

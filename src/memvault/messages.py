@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -278,7 +278,9 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
     ``model_construct`` and ``model_copy(update=...)`` skip pydantic's validation, and
     what they make (an unknown role, an empty id, ``content=42``) would be stored,
     acknowledged, and then break every read of the session. The encoded envelope is
-    parsed back as a reader will, so nothing is stored that cannot be read.
+    parsed back as a reader will, so nothing is stored that cannot be read, unless
+    its fields are of the plain types validation gives them (:func:`_plain`): then
+    it decodes as it was, and parsing it again would only cost (9 µs a message).
 
     Args:
         message: a Message, or a mapping of Message fields.
@@ -298,7 +300,7 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
         # faster; a lone surrogate fails here (PydanticSerializationError is a ValueError).
         body = b"".join((_ENVELOPE_START,
                          message.__pydantic_serializer__.to_json(message, warnings=False), b"}"))
-        if not from_mapping:  # read back as a reader will, or refused with the reason
+        if not from_mapping and not _plain(message):  # read back as a reader will,
             message = _checked(body) or Message.model_validate(json.loads(body)["m"])
     except InvalidMessageError:
         raise
@@ -309,6 +311,45 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
             f"message {message.id!r} is {len(body)} bytes encoded; the limit is {max_bytes}"
         )
     return Record(message.id, body.decode("utf-8"), len(body))
+
+
+_ROLES = frozenset(get_args(Role))
+_OPTIONAL_TEXT = (str, type(None))
+
+
+def _plain(message: Message) -> bool:
+    """Whether a Message's fields are exactly of the types its validation makes
+    (``str``, not a subclass; a ``tuple`` of ToolCalls of ``str``s; UTC datetimes)
+    and pass its own validators' checks, its metadata and list content having passed
+    ``_check_json``: its envelope then decodes to it. Anything else (a field a
+    ``model_construct`` or ``model_copy(update=...)`` left of another type) is
+    decided by reading the envelope back. Written as flat tests, most common case
+    first: 1.0 µs a message, against 2.2 µs for the same tests as one expression."""
+    fields = message.__dict__
+    try:
+        msg_id, role, content, calls, created = (fields["id"], fields["role"],
+                                                 fields["content"], fields["tool_calls"],
+                                                 fields["created_at"])
+        if (len(fields) != len(Message.model_fields)
+                or type(msg_id) is not str or not 0 < len(msg_id) <= MAX_MESSAGE_ID
+                or type(role) is not str or role not in _ROLES
+                or type(fields["name"]) not in _OPTIONAL_TEXT
+                or type(fields["tool_call_id"]) not in _OPTIONAL_TEXT
+                or type(fields["metadata"]) is not dict
+                or type(created) is not datetime or created.tzinfo is not timezone.utc
+                or type(calls) is not tuple):
+            return False
+    except KeyError:  # a model_construct without a required field
+        return False
+    if type(content) not in _OPTIONAL_TEXT and not (
+            type(content) is list and all(type(part) is dict for part in content)):
+        return False
+    if not calls:
+        return content is not None
+    return role == "assistant" and all(
+        type(call) is ToolCall and len(call.__dict__) == 3 and all(
+            type(call.__dict__.get(k)) is str for k in ("id", "name", "arguments"))
+        for call in calls)
 
 
 def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int,

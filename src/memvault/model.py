@@ -99,15 +99,17 @@ class Event:
 
 @dataclass(frozen=True)
 class CompactStats:
-    """What ``Store.compact`` removed."""
+    """What ``Store.compact`` removed: messages (nodes), events, expired sessions,
+    and search vectors no stored message uses any more."""
 
     nodes: int = 0
     events: int = 0
     sessions: int = 0
+    vectors: int = 0
 
     def __add__(self, other: CompactStats) -> CompactStats:
         return CompactStats(self.nodes + other.nodes, self.events + other.events,
-                            self.sessions + other.sessions)
+                            self.sessions + other.sessions, self.vectors + other.vectors)
 
 
 COMPACT_BATCH = 100

@@ -41,8 +41,14 @@ class Hit:
         message: the message (a summary is a message too).
         position: its position in the session's full view (``history(full=True)``),
             from 1; None for a hidden message (``include_hidden=True``).
-        score: its relevance to the query, higher is better: BM25 (memory, SQLite,
-            the scan) or PostgreSQL's ``ts_rank``; compare scores of one search only.
+        score: its relevance to the query, higher is better; compare scores of one
+            search only. Lexical: Okapi BM25 (k1 1.2, b 0.75, idf
+            ``ln(1 + (N - n + 0.5) / (n + 0.5))``) over every stored message and
+            summary of the store (memory, PostgreSQL) or over the full views searched
+            (the scan: Redis, a backend without an index); SQLite: FTS5's ``bm25()``,
+            the same but for its idf, ``ln((N - n + 0.5) / (n + 0.5))``, and 1e-6 for
+            a word in half the documents or more. With an embedder: the reciprocal
+            rank fusion score (:func:`memvault.vectors.fuse`).
         hidden: whether the message is hidden (popped, trimmed, cleared, rolled back,
             or an undone summary): found only with ``include_hidden=True``.
     """

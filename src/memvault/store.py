@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
@@ -40,9 +40,10 @@ from memvault.model import (
     check_seconds,
 )
 from memvault.paging import SessionPage, check_page, page_of
+from memvault.sansio import drive
 from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.urls import open_backend, redact, resolve
-from memvault.vectors import Index, depth, vector_store
+from memvault.vectors import Index, depth, reclaim, request, stores_vectors, vector_store
 
 _HOST = socket.gethostname()
 MAX_TTL = 100 * 365.25 * 86400
@@ -483,7 +484,9 @@ class Store:
     def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         """Delete expired sessions, events beyond the newest ``keep_events`` per
-        session, and messages no head, snapshot or kept event reaches.
+        session, and messages no head, snapshot or kept event reaches; then the
+        search vectors no stored message or summary uses any more
+        (:func:`memvault.vectors.reclaim`: it reads every stored message once).
 
         It runs in steps, each one short atomic step over at most ``batch`` whole
         sessions (Redis: one session), so concurrent writers are never held up for
@@ -503,7 +506,11 @@ class Store:
         if keep_events is not None:
             check_count("keep_events", keep_events)
         check_batch(batch)
-        return self.backend.compact(keep_events, self.options.now(), batch, progress)
+        now = self.options.now()
+        stats = self.backend.compact(keep_events, now, batch, progress)
+        if not stores_vectors(self.backend):
+            return stats
+        return replace(stats, vectors=drive(reclaim(now), request(self.backend)))
 
     def close(self) -> None:
         """Release connections. The data stays."""

@@ -52,7 +52,7 @@ def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None
             [m.content for m in before[1:]]
         assert s.history(full=True) == [before[0], s.history()[0], *before[1:]]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_a_schema_1_file_is_indexed_for_search(tmp_path: Path) -> None:
@@ -88,7 +88,8 @@ def test_a_schema_3_file_with_summaries_is_indexed_for_search(tmp_path: Path) ->
         expected = [(i, m.content) for i, m in enumerate(s.history(full=True), 1)]
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE search")
-        db.execute("DROP TABLE search_pending")
+        db.execute("DROP INDEX sessions_pending")
+        db.execute("ALTER TABLE sessions DROP COLUMN pending")
         db.execute("PRAGMA user_version = 3")
     with memvault.open(f"sqlite:///{path}") as store:
         s = store.session("s")
@@ -208,9 +209,10 @@ def test_closed_store_refuses_work(tmp_path: Path) -> None:
 
 
 def test_read_only_search_finds_what_the_index_lags_behind(tmp_path: Path) -> None:
-    """Appends only note their nodes for the FTS5 index; a read-write search indexes
-    them, a read-only one (which cannot write) ranks them itself beside the index:
-    either way every message is found, hidden ones with include_hidden."""
+    """Appends leave their messages to the next search to index (the session's
+    pending); a read-write search indexes them, a read-only one (which cannot write)
+    ranks them itself beside the index: either way every message is found, hidden
+    ones with include_hidden."""
     url = f"sqlite:///{tmp_path}/x.db"
     with memvault.open(url) as store:
         s = store.session("s")
@@ -226,23 +228,27 @@ def test_read_only_search_finds_what_the_index_lags_behind(tmp_path: Path) -> No
         hidden = {h.message.content for h in s.search("melon", include_hidden=True) if h.hidden}
         assert hidden == {"melon popped", "melon lagging popped"}
     with sqlite3.connect(tmp_path / "x.db") as db:
-        assert db.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 2
+        assert db.execute("SELECT next_node - pending FROM sessions").fetchone()[0] == 2
 
 
-def test_a_schema_4_file_is_upgraded_to_keyed_nodes_and_events(tmp_path: Path) -> None:
-    """A store written by schema 4 (tests/data/baseline-schema4.sqlite: the baseline
-    run, searched once, then one more turn only noted for the index) is upgraded in
-    place to schema 5: it exports exactly what the same run writes into a new store,
-    its log keeps its order, search finds both the indexed and the pending turn, and
-    it takes new writes whose events follow the old ones. Failing: the migration
-    drops or reorders rows, or loses search_pending."""
+@pytest.mark.parametrize("schema", [4, 5])
+def test_a_schema_4_or_5_file_is_upgraded_in_place(tmp_path: Path, schema: int) -> None:
+    """A store written by schema 4 or 5 (tests/data/baseline-schema{4,5}.sqlite: the
+    baseline run, searched once, then one more turn only noted for the index in
+    search_pending) is upgraded in place to the current schema (5: keyed nodes and
+    events; 6: the sessions' pending instead of search_pending): it exports exactly
+    what the same run writes into a new store, its log keeps its order, search finds
+    both the indexed and the noted turn, and it takes new writes whose events follow
+    the old ones and whose messages search finds. Failing: the migration drops or
+    reorders rows, or loses what search_pending noted."""
     from memvault.transfer import export_sessions
     from tests.data.make_baseline import run, searched
 
     path = tmp_path / "old.db"
-    shutil.copy(Path(__file__).parents[1] / "data" / "baseline-schema4.sqlite", path)
+    shutil.copy(Path(__file__).parents[1] / "data" / f"baseline-schema{schema}.sqlite", path)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == schema
+        assert db.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 1
     with memvault.open(f"sqlite:///{tmp_path}/new.db", writer="baseline") as fresh:
         run(fresh)
         searched(fresh)
@@ -263,8 +269,10 @@ def test_a_schema_4_file_is_upgraded_to_keyed_nodes_and_events(tmp_path: Path) -
         assert s.pop() is not None and s.history() == before
         assert [(h.message.id, h.hidden) for h in s.search("upgrade", include_hidden=True)] \
             == [("u9", True)]
+        ticket.append([Message.user("closed after the upgrade", id="l13")])
+        assert [h.message.id for h in ticket.search("closed")] == ["l13"]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 _OPEN_AT_ONCE = r"""
@@ -297,3 +305,25 @@ def test_processes_opening_one_new_file_at_once_all_get_in(tmp_path: Path) -> No
         assert failures == [], failures[0][-600:]
         with memvault.open(url) as store:
             assert sorted(store.sessions()) == [f"s{i}" for i in range(6)]
+
+
+def test_summaries_and_forks_while_messages_wait_for_the_index(tmp_path: Path) -> None:
+    """Messages appended since the last search wait for the index; a summary, a fork
+    and more appends in between lose none of them and index the summaries as
+    summaries (each found once, at its full-view position). Failing: a summary cut
+    the session's pending range (messages never indexed) or fell inside it (indexed
+    a second time, as a message)."""
+    with memvault.open(f"sqlite:///{tmp_path}/x.db") as store:
+        s = store.session("s")
+        s.append([Message.user(f"kiwi {i}") for i in range(3)])
+        assert len(s.search("kiwi")) == 3  # indexed: nothing waits
+        s.append([Message.user("kiwi 3"), Message.user("kiwi 4")])
+        s.summarize(Message.system("kiwi summary"), through=s.history()[3].id)
+        s.append([Message.user("kiwi 5")])
+        s.fork("f")
+        store.session("f").append([Message.user("kiwi 6")])
+        for sid in ("s", "f"):
+            full = store.session(sid).history(full=True)
+            want = sorted((i, m.content) for i, m in enumerate(full, 1))
+            hits = store.session(sid).search("kiwi", k=50)
+            assert sorted((h.position, h.message.content) for h in hits) == want

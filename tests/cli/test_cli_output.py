@@ -322,13 +322,14 @@ def test_compact_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
     assert b"compacting" in output and b"30/30" in output, output[-500:]
     assert b"removed 0 messages" in output
     code, output = on_a_terminal("--url", url, "compact", "--yes", "--json")
-    assert code == 0 and output.strip() == b'{"nodes":0,"events":0,"sessions":0}', output
+    assert code == 0 and output.strip() == (
+        b'{"nodes":0,"events":0,"sessions":0,"vectors":0}'), output
     piped = cli("--url", url, "compact", "--yes", "--keep-events", "0", "--batch", "2")
     assert piped.exit_code == 0 and piped.stderr == ""
     assert piped.stdout == "removed 30 messages, 60 events, 0 expired sessions\n"
     as_json = cli("--url", url, "compact", "--yes", "--json")
     assert as_json.exit_code == 0 and as_json.stderr == ""
-    assert json.loads(as_json.stdout) == {"nodes": 0, "events": 0, "sessions": 0}
+    assert json.loads(as_json.stdout) == {"nodes": 0, "events": 0, "sessions": 0, "vectors": 0}
 
 
 def test_demo_says_it_replaces_an_earlier_run(tmp_path: Path) -> None:

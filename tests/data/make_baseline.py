@@ -4,7 +4,8 @@ Writes baseline.sqlite (a SQLite store after a realistic agent run: turns, tool
 calls, snapshots, a rollback, a fork, a trim) and baseline.jsonl (its export).
 ``python -m tests.data.make_baseline NAME.sqlite`` writes the same run to another
 file only (the run, then :func:`searched`), in the schema of the memvault that runs
-it: baseline-schema4.sqlite was written so by schema 4.
+it: baseline-schema4.sqlite and baseline-schema5.sqlite were written so by schemas 4
+and 5.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def run(store: memvault.Store) -> None:
 
 def searched(store: memvault.Store) -> None:
     """After :func:`run`: a search indexes what is stored so far, then one more turn
-    is stored (on SQLite, only noted in search_pending)."""
+    is stored (on SQLite, only noted for the index: in search_pending up to schema 5,
+    by its session's pending from schema 6)."""
     store.search("Lyon")
     store.session("support ticket #7 — café ☕").append(
         [Message.user("line after the search", id="l12", created_at=T0)])

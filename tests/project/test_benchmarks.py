@@ -113,3 +113,15 @@ def test_stopping_the_run_stops_the_running_benchmark(tmp_path: Path) -> None:
         return
     os.kill(child, signal.SIGKILL)
     raise AssertionError("the benchmark outlived run.py")
+
+
+def test_the_redis_index_benchmark_runs_its_before_script_with_todays_arguments(
+        tmp_path: Path) -> None:
+    # "before the index" runs the write script of 41f68c5 through today's operations,
+    # whose append has sent the expected message id as ARGV[7] since bea0463.
+    from tests.support.redis import flushed
+
+    done = run("--quick", "--only", "redis-index", "--out", str(tmp_path),
+               "--redis-url", flushed())
+    assert done.returncode == 0, (tmp_path / "redis-index.log").read_text()
+    assert "memvault before the index" in (tmp_path / "redis-index.md").read_text()

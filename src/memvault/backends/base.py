@@ -251,3 +251,13 @@ class ThreadedAsyncBackend:
 
     async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         await asyncio.to_thread(self.backend.put_vectors, items)  # type: ignore[attr-defined]
+
+    async def vector_keys(self) -> list[str]:
+        return await asyncio.to_thread(self.backend.vector_keys)  # type: ignore[attr-defined]
+
+    async def drop_vectors(self, keys: Sequence[str]) -> None:
+        await asyncio.to_thread(self.backend.drop_vectors, keys)  # type: ignore[attr-defined]
+
+    async def node_bodies(self, session_id: str, now: float) -> list[str]:
+        return await asyncio.to_thread(self.backend.node_bodies,  # type: ignore[attr-defined]
+                                       session_id, now)

@@ -276,6 +276,19 @@ class Txn(Protocol):
         """Store vectors; a key stored already keeps its vector (same text, same vector)."""
         ...
 
+    def vector_keys(self) -> list[str]:
+        """The key of every stored vector."""
+        ...
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        """Delete the vectors of ``keys`` (one not stored is skipped)."""
+        ...
+
+    def bodies(self, row: Row) -> list[str]:
+        """The body of every stored node of the session (messages and summaries,
+        hidden or not), in any order."""
+        ...
+
 
 class Engine:
     """A :class:`~memvault.backends.base.Backend` over :class:`Txn` primitives."""
@@ -304,6 +317,19 @@ class Engine:
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         with self.transaction(True) as txn:
             txn.put_vectors(items)
+
+    def vector_keys(self) -> list[str]:
+        with self.transaction(False) as txn:
+            return txn.vector_keys()
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        with self.transaction(True) as txn:
+            txn.drop_vectors(keys)
+
+    def node_bodies(self, session_id: str, now: float) -> list[str]:
+        with self.transaction(False) as txn:
+            row = self._live(txn, session_id, now)
+            return [] if row is None else txn.bodies(row)
 
     @staticmethod
     def _store_vectors(txn: Txn, records: Sequence[Record]) -> None:

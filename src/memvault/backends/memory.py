@@ -149,6 +149,16 @@ class _MemoryTxn:
         for key, blob in items:
             self._vectors.items.setdefault(key, blob)
 
+    def vector_keys(self) -> list[str]:
+        return list(self._vectors.items)
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self._vectors.items.pop(key, None)
+
+    def bodies(self, row: Row) -> list[str]:
+        return [n.body for n in self._data[row.name].nodes.values()]
+
     def matches(self, row: Row | None, terms: Sequence[str]
                 ) -> Iterator[tuple[int | str, int, bool, float]]:
         return iter(self._index.rank(None if row is None else row.name, terms))

@@ -275,6 +275,15 @@ class PostgresBackend:
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         self._run(self._calls.put_vectors(items))
 
+    def vector_keys(self) -> list[str]:
+        return self._run(self._calls.vector_keys())
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        self._run(self._calls.drop_vectors(keys))
+
+    def node_bodies(self, session_id: str, now: float) -> list[str]:
+        return self._run(self._calls.node_bodies(session_id, now))
+
     # One line per protocol method, like RedisBackend's: each hands its call to _run.
     # Alike in shape only.
     def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
@@ -393,6 +402,15 @@ class AsyncPostgresBackend:
 
     async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         await self._run(self._calls.put_vectors(items))
+
+    async def vector_keys(self) -> list[str]:
+        return await self._run(self._calls.vector_keys())
+
+    async def drop_vectors(self, keys: Sequence[str]) -> None:
+        await self._run(self._calls.drop_vectors(keys))
+
+    async def node_bodies(self, session_id: str, now: float) -> list[str]:
+        return await self._run(self._calls.node_bodies(session_id, now))
 
     async def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
                      expect_message: str | None, w: Write) -> int:

@@ -75,6 +75,9 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "set_vector_space": ("text", "bool"),
     "get_vectors": ("text[]",),
     "put_vectors": ("text[]", "bytea[]"),
+    "vector_keys": (),
+    "drop_vectors": ("text[]",),
+    "node_bodies": ("bytea", "float8"),
     "search_pending": ("int8",),
     "search_index": ("int8[]", "int8[]", "bool[]", "float8[]", "int4[]", "int4[]", "text[]",
                      "int4[]"),
@@ -169,6 +172,10 @@ def _stored(rows: Rows) -> list[Stored]:
     return [(r[0], r[1]) for r in rows]
 
 
+def _column(rows: Rows) -> list[Any]:
+    return [r[0] for r in rows]
+
+
 def _ignore(rows: Rows) -> None:
     return None
 
@@ -242,6 +249,15 @@ class Calls:
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Call[None]:
         return self._call("put_vectors", ([k for k, _ in items], [v for _, v in items]),
                           _ignore, write=True)
+
+    def vector_keys(self) -> Call[list[str]]:
+        return self._call("vector_keys", (), _column, write=False)
+
+    def drop_vectors(self, keys: Sequence[str]) -> Call[None]:
+        return self._call("drop_vectors", (list(keys),), _ignore, write=True)
+
+    def node_bodies(self, session_id: str, now: float) -> Call[list[str]]:
+        return self._call("node_bodies", (_utf8(session_id), now), _column, write=False)
 
     def _call(self, op: str, params: tuple[Any, ...], parse: Callable[[Rows], T], *,
               write: bool, refuse: Refuse = _no_refusals) -> Call[T]:

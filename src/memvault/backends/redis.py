@@ -2,8 +2,9 @@
 
 Every operation on a session is one call of a Lua script run with ``EVALSHA`` (the
 script text is sent only after ``NOSCRIPT``; two scripts, reads and writes, each
-dispatching on the operation it is given; a third reads the session index): atomic on
-the server, one round trip, no read-modify-write in Python. The logic, keys and scripts
+dispatching on the operation it is given; a third reads the session index, a fourth
+keeps it on a cluster): atomic on the server, one round trip (on a cluster a write is
+three: docs/redis.md), no read-modify-write in Python. The logic, keys and scripts
 live in :mod:`memvault.backends.redis_ops`; this module only sends its requests, through
 redis-py (sync) or ``redis.asyncio`` (async), and maps driver errors:
 
@@ -45,6 +46,7 @@ import redis.asyncio.cluster
 import redis.asyncio.retry
 import redis.cluster
 import redis.retry
+from redis.asyncio.cluster import PipelineCommand
 from redis.backoff import NoBackoff
 from redis.exceptions import (
     AuthenticationError,
@@ -62,6 +64,7 @@ from memvault.backends.base import AsyncBackend, Backend, Stored, Write
 from memvault.backends.redis_ops import (
     FETCH_FIELDS,
     WRITE,
+    Afterward,
     Batch,
     Command,
     Eval,
@@ -236,7 +239,8 @@ def _replies(batch: Batch, replies: list[Any]) -> list[Any] | None:
 
 def _evals(client: Any, batch: Batch) -> list[Any]:
     """A Batch in one pipeline; after NOSCRIPT, the scripts are loaded and it runs again
-    (the scripts are reads: running one twice changes nothing)."""
+    (a Batch holds reads, and scripts that index a session as it is: running one twice
+    changes nothing)."""
     replies = _replies(batch, _pipeline(client, batch).execute(raise_on_error=False))
     if replies is None:
         for script in {e.script for e in batch.evals}:
@@ -255,12 +259,70 @@ async def _evals_async(client: Any, batch: Batch) -> list[Any]:
     return replies
 
 
+@dataclass(frozen=True)
+class _Part:
+    """The scripts of a Batch that one cluster primary holds: ``client`` pipelines to
+    that primary alone; ``where`` are their places in the Batch."""
+
+    client: Any
+    batch: Batch
+    where: list[int]
+
+
+def _parts(batch: Batch, client_of: Callable[[Any], Any], node_of: Callable[[str], Any]
+           ) -> list[_Part]:
+    """A cluster's Batch split by the primary that holds each script's keys (the cluster
+    clients' pipelines refuse scripts): one pipeline per primary, not one round trip
+    per script. A slot that moves meanwhile answers MOVED: a BackendError."""
+    groups: dict[str, tuple[Any, list[Eval], list[int]]] = {}
+    for i, e in enumerate(batch.evals):
+        node = node_of(e.keys[0])
+        group = groups.setdefault(node.name, (node, [], []))
+        group[1].append(e)
+        group[2].append(i)
+    return [_Part(client_of(node), Batch(evals), where) for node, evals, where in groups.values()]
+
+
+def _merged(batch: Batch, parts: list[tuple[_Part, list[Any]]]) -> list[Any]:
+    replies: list[Any] = [None] * len(batch.evals)
+    for part, got in parts:
+        for i, reply in zip(part.where, got, strict=True):
+            replies[i] = reply
+    return replies
+
+
+class _NodePipeline:
+    """One primary of ``redis.asyncio``'s cluster client, as :func:`_evals_async` uses
+    a client: a pipeline of scripts on that node (the sync cluster client has a plain
+    client per node, ``get_redis_connection``)."""
+
+    def __init__(self, node: Any) -> None:
+        self._node, self._commands = node, []  # type: ignore[var-annotated]
+
+    def pipeline(self, transaction: bool) -> _NodePipeline:
+        return _NodePipeline(self._node)
+
+    def evalsha(self, *args: Any) -> None:
+        self._commands.append(PipelineCommand(len(self._commands), "EVALSHA", *args))
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        await self._node.execute_pipeline(self._commands)
+        replies = [c.result for c in self._commands]
+        errors = [r for r in replies if isinstance(r, Exception)]
+        if errors and raise_on_error:
+            raise errors[0]
+        return replies
+
+    async def script_load(self, text: str) -> Any:
+        return await self._node.execute_command("SCRIPT", "LOAD", text)
+
+
 class RedisBackend:
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
-        self._ops = Operations(Layout(config.prefix), indexed=not config.cluster)
+        self._ops = Operations(Layout(config.prefix), cluster=config.cluster)
         self._cluster = config.cluster
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
         no_retry = redis.retry.Retry(NoBackoff(), 0)
@@ -271,6 +333,11 @@ class RedisBackend:
         return f"RedisBackend({self._shown!r})"
 
     def _send(self, request: Request) -> Any:
+        if isinstance(request, Afterward):
+            try:
+                return self._send(request.eval)
+            except BackendError:
+                return None
         client = self._client
         try:
             if isinstance(request, Eval) and self._wait and request.script is WRITE:
@@ -287,8 +354,10 @@ class RedisBackend:
             if isinstance(request, Command):
                 return client.execute_command(*request.args)
             if isinstance(request, Batch):
-                if self._cluster:  # its pipelines refuse scripts: one by one
-                    return [self._send(e) for e in request.evals]
+                if self._cluster:
+                    return _merged(request, [
+                        (part, _evals(part.client, part.batch)) for part in _parts(
+                            request, client.get_redis_connection, client.get_node_from_key)])
                 return _evals(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
@@ -311,6 +380,15 @@ class RedisBackend:
 
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         self._run(self._ops.put_vectors(items))
+
+    def vector_keys(self) -> list[str]:
+        return self._run(self._ops.vector_keys())
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        self._run(self._ops.drop_vectors(keys))
+
+    def node_bodies(self, session_id: str, now: float) -> list[str]:
+        return self._run(self._ops.node_bodies(session_id, now))
 
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
@@ -378,7 +456,7 @@ class AsyncRedisBackend:
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
-        self._ops = Operations(Layout(config.prefix), indexed=not config.cluster)
+        self._ops = Operations(Layout(config.prefix), cluster=config.cluster)
         self._cluster = config.cluster
         kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
         no_retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
@@ -389,6 +467,11 @@ class AsyncRedisBackend:
         return f"AsyncRedisBackend({self._shown!r})"
 
     async def _send(self, request: Request) -> Any:
+        if isinstance(request, Afterward):
+            try:
+                return await self._send(request.eval)
+            except BackendError:
+                return None
         client = self._client
         try:
             if self._cluster:
@@ -414,8 +497,10 @@ class AsyncRedisBackend:
             if isinstance(request, Command):
                 return await client.execute_command(*request.args)
             if isinstance(request, Batch):
-                if self._cluster:  # its pipelines refuse scripts: one by one
-                    return [await self._send(e) for e in request.evals]
+                if self._cluster:
+                    return _merged(request, [
+                        (part, await _evals_async(part.client, part.batch)) for part in _parts(
+                            request, _NodePipeline, client.get_node_from_key)])
                 return await _evals_async(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
@@ -438,6 +523,15 @@ class AsyncRedisBackend:
 
     async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         await self._run(self._ops.put_vectors(items))
+
+    async def vector_keys(self) -> list[str]:
+        return await self._run(self._ops.vector_keys())
+
+    async def drop_vectors(self, keys: Sequence[str]) -> None:
+        await self._run(self._ops.drop_vectors(keys))
+
+    async def node_bodies(self, session_id: str, now: float) -> list[str]:
+        return await self._run(self._ops.node_bodies(session_id, now))
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None,

@@ -7,9 +7,10 @@ a session is one :class:`Eval` of a Lua script (``redis_lua/*.lua``): atomic, on
 round trip. ``fork`` reads the source in one script and writes the new session in
 another, because on a cluster the two sessions may live on different nodes; ``pop``
 reads its message and decodes it before the script that pops it;
-``sessions`` and ``compact`` scan the key space. On a single server the write
-script also keeps an index of sessions (sorted sets, one per order) that
-``sessions_page`` reads; on a cluster it scans (docs/redis.md, "Listing sessions").
+``sessions`` and ``compact`` scan the key space. ``sessions_page`` reads an index of
+sessions (sorted sets, one per order): on a single server the write script keeps it
+in the same step; on a cluster a second script keeps it after each write, and pages
+settle what a writer left undone (docs/redis.md, "Listing sessions").
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from memvault.model import (
     to_datetime,
     utc,
 )
-from memvault.paging import ORDERS, Listed, PageQuery, key_of, select
+from memvault.paging import ORDERS, Listed, PageQuery, key_of
 from memvault.sansio import Callback
 
 T = TypeVar("T")
@@ -89,6 +90,7 @@ class Script:
 READ = Script.load("read.lua", "#!lua flags=no-writes")
 WRITE = Script.load("write.lua", "#!lua")
 INDEX = Script.load("index.lua", "#!lua flags=no-writes")
+HINT = Script.load("hint.lua", "#!lua")
 # Sessions the first listing of a store written without the index indexes per step.
 _BUILD_BATCH = 1000
 # The most index entries one call of a page with a match looks at.
@@ -133,7 +135,16 @@ class Batch:
     evals: Sequence[Eval]
 
 
-Request = Eval | Scan | Fetch | Command | Batch
+@dataclass(frozen=True)
+class Afterward:
+    """The cluster index's update after a write: sent as ``eval``, but a failure is
+    not the caller's (the write is done; its generation stays pending, and the next
+    page settles it): the reply is then None."""
+
+    eval: Eval
+
+
+Request = Eval | Scan | Fetch | Command | Batch | Afterward
 Op = Generator[Request | Callback, Any, T]
 """An operation: run by :func:`memvault.sansio.drive` (or ``drive_async``)."""
 
@@ -157,21 +168,31 @@ class Layout:
         self.vectors, self.vector_space = f"{prefix}:vectors", f"{prefix}:vector-space"
         glob = re.sub(r"([\\*?\[\]])", r"\\\1", prefix)
         self.pattern = f"{glob}:{{*}}:{SUFFIXES[0]}"
-        # The session index (single server only; see write.lua): one sorted set per
+        # The session index on a single server (see write.lua): one sorted set per
         # order (paging.ORDERS); the marker that it holds every session, and where
         # its build's scan got to.
         self.index = tuple(f"{prefix}:sessions:{order}" for order in ORDERS)
         self.indexed, self.indexing = f"{prefix}:sessions:ready", f"{prefix}:sessions:scan"
+        # On a cluster (see hint.lua): the same sorted sets, then the writes pending,
+        # the stamps indexed and the last generation, all in one slot; the marker.
+        tagged = f"{prefix}:{{sessions}}"
+        self.hint = tuple(f"{tagged}:{name}" for name in (
+            *ORDERS, "pending", "stamps", "generation"))
+        self.hinted = f"{tagged}:ready"
         # Percent-encoding an id costs as much as sending a few more arguments, on
         # every operation; a process talks to the same few sessions again and again.
         self._keys = lru_cache(maxsize=1024)(self._make_keys)
 
     def keys(self, session_id: str) -> tuple[str, ...]:
+        return self._keys(session_id)[:len(SUFFIXES)]
+
+    def fenced(self, session_id: str) -> tuple[str, ...]:
+        """The session's keys and its fence (write.lua on a cluster)."""
         return self._keys(session_id)
 
     def _make_keys(self, session_id: str) -> tuple[str, ...]:
         tag = quote(session_id, safe="")
-        return tuple(f"{self.prefix}:{{{tag}}}:{suffix}" for suffix in SUFFIXES)
+        return tuple(f"{self.prefix}:{{{tag}}}:{suffix}" for suffix in (*SUFFIXES, "fence"))
 
     def session_id(self, meta_key: bytes) -> str | None:
         """The session a scanned meta key belongs to (None: not one of ours)."""
@@ -275,11 +296,6 @@ def _info(session_id: str, reply: list[Any]) -> tuple[SessionInfo, tuple[float, 
                        to_datetime(times[1]), summarized), times
 
 
-def _named(session_id: str) -> SessionInfo:
-    """A stand-in info that only names a session (to order ids with paging.select)."""
-    return SessionInfo(session_id, 0, 0, utc(0), utc(0), None)
-
-
 def _pairs(records: Sequence[Record]) -> list[str]:
     return [part for r in records for part in (r.id, r.body)]
 
@@ -289,22 +305,57 @@ class Operations:
 
     Args:
         layout: the key names.
-        indexed: keep and read the session index (a single server; not a cluster,
-            where a script cannot reach keys outside its session's slot).
+        cluster: a Redis Cluster, where a script reaches its session's slot alone: the
+            session index is kept by a second script after each write (hint.lua).
     """
 
-    def __init__(self, layout: Layout, indexed: bool) -> None:
-        self.layout = layout
-        self._index = layout.index if indexed else ()
+    def __init__(self, layout: Layout, cluster: bool) -> None:
+        self.layout, self._cluster = layout, cluster
+        self._index = layout.hint[:len(ORDERS)] if cluster else layout.index
+        self._ready = layout.hinted if cluster else layout.indexed
 
     def _read(self, session_id: str, op: str, now: float, *args: str) -> Eval:
         return Eval(READ, self.layout.keys(session_id), [op, _number(now), *args])
 
     def _write_keys(self, session_id: str) -> tuple[str, ...]:
+        if self._cluster:
+            return self.layout.fenced(session_id)
         return (*self.layout.keys(session_id), *self._index)
 
-    def _write(self, session_id: str, op: str, w: Write, *args: str | bytes) -> Eval:
-        return Eval(WRITE, self._write_keys(session_id), [op, *_context(w), *args])
+    def _write(self, session_id: str, op: str, w: Write, *args: str | bytes) -> Op[Any]:
+        return (yield from self._written(session_id, [op, *_context(w), *args]))
+
+    def _written(self, session_id: str, args: list[str | bytes]) -> Op[Any]:
+        """The write script's reply (``args``: its operation, then now, then the rest).
+        On a cluster the index is told first that the session is about to change
+        (a generation, pending until the index is updated), then the script writes,
+        then the index takes the session as the script left it. A writer that stops
+        in between leaves its generation pending: the next page settles it. A write
+        the page fenced meanwhile is refused unwritten, and begins again above the
+        fence (the counter may have lost its value with the index's node)."""
+        keys = self._write_keys(session_id)
+        if not self._cluster:
+            return (yield Eval(WRITE, keys, args))
+        above: str | bytes = ""
+        while True:
+            generation = str((yield Eval(HINT, self.layout.hint, ["begin", session_id, above])))
+            reply = yield Eval(WRITE, keys, [generation, *args])
+            if reply[0] != b"fenced":
+                break
+            above = reply[1]
+        yield Afterward(self._apply([generation], [(session_id, reply[1])], args[1]))
+        return reply[0]
+
+    def _apply(self, generations: Sequence[str | bytes], entries: Sequence[tuple[str, Any]],
+               now: str | bytes) -> Eval:
+        """hint.lua's update of the cluster's index: ``entries`` are the write script's
+        (session id, entry()) pairs; ``generations`` the writes they settle."""
+        flat: list[str | bytes] = []
+        for session_id, entry in entries:
+            values = [v if isinstance(v, bytes) else str(v) for v in entry]
+            flat += [session_id, *values, *[""] * (6 - len(values))]
+        return Eval(HINT, self.layout.hint, ["apply", now, str(len(generations)),
+                                             *generations, *flat])
 
     def vector_space(self) -> Op[str | None]:
         reply = yield Command(("GET", self.layout.vector_space))
@@ -329,6 +380,20 @@ class Operations:
             batch = items[start:start + _FETCH_BATCH]
             yield Command(("HSET", self.layout.vectors, *(x for item in batch for x in item)))
 
+    def vector_keys(self) -> Op[list[str]]:
+        reply = yield Command(("HKEYS", self.layout.vectors))
+        return [_text(key) for key in reply]
+
+    def drop_vectors(self, keys: Sequence[str]) -> Op[None]:
+        for start in range(0, len(keys), _FETCH_BATCH):
+            yield Command(("HDEL", self.layout.vectors, *keys[start:start + _FETCH_BATCH]))
+
+    def node_bodies(self, session_id: str, now: float) -> Op[list[str]]:
+        """Every stored body (the msgs hash); a session that expired meanwhile may
+        still answer with its bodies: their vectors stay until the next compact."""
+        reply = yield Command(("HVALS", self.layout.keys(session_id)[1]))
+        return [body.decode("utf-8", "replace") for body in reply]  # damage: no key
+
     def _vectors_first(self, records: Sequence[Record]) -> Op[None]:
         """A write's vectors, stored just before its script: on a cluster they live
         on another node than the session, so one script cannot write both. A vector
@@ -343,8 +408,8 @@ class Operations:
         expect_message: str | None, w: Write,
     ) -> Op[int]:
         yield from self._vectors_first(records)
-        reply = yield self._write(session_id, "append", w, _none(expect_version),
-                                  expect_message or "", *_pairs(records))
+        reply = yield from self._write(session_id, "append", w, _none(expect_version),
+                                       expect_message or "", *_pairs(records))
         status = reply[0]
         if status == b"duplicate":
             stored = sorted(_text(i) for i in reply[1:])
@@ -382,7 +447,7 @@ class Operations:
             depth, body = shown[0]
             decode_message(session_id, depth, body)
             checked = hashlib.sha1(body.encode("utf-8")).hexdigest()
-            reply = yield self._write(session_id, "pop", w, checked)
+            reply = yield from self._write(session_id, "pop", w, checked)
             damage = _corrupt(session_id, reply)
             if damage:
                 raise damage
@@ -394,8 +459,8 @@ class Operations:
     def summarize(self, session_id: str, record: Record, through: str,
                   expect_version: int | None, w: Write) -> Op[int]:
         yield from self._vectors_first([record])
-        reply = yield self._write(session_id, "summarize", w, _none(expect_version), through,
-                                  record.id, record.body)
+        reply = yield from self._write(session_id, "summarize", w, _none(expect_version),
+                                       through, record.id, record.body)
         damage = _corrupt(session_id, reply)
         if damage:
             raise damage
@@ -411,11 +476,11 @@ class Operations:
         raise error(session_id, through)
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Op[int]:
-        reply = yield self._write(session_id, "trim", w, str(keep_last), op)
+        reply = yield from self._write(session_id, "trim", w, str(keep_last), op)
         return int(reply)
 
     def snapshot(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
-        reply = yield self._write(session_id, "snapshot", w, name)
+        reply = yield from self._write(session_id, "snapshot", w, name)
         if reply[0] == b"exists":
             raise snapshot_exists(session_id, name)
         return _snapshot(session_id, name, reply[1])
@@ -427,7 +492,8 @@ class Operations:
         return [snap for _, snap in sorted(numbered, key=lambda pair: pair[0])]
 
     def rollback(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
-        reply = yield self._write(session_id, "rollback", w, name, f"{AUTO_PREFIX}pre-rollback@v")
+        reply = yield from self._write(session_id, "rollback", w, name,
+                                       f"{AUTO_PREFIX}pre-rollback@v")
         if reply[0] == b"missing":
             raise snapshot_missing(session_id, name)
         return _snapshot(session_id, _text(reply[1]), reply[2])
@@ -440,8 +506,8 @@ class Operations:
         missing = source[0] == b"missing"
         summary: list[str | bytes] = (
             [b"", b"", "0"] if missing else [source[1], source[2], str(source[3])])
-        reply = yield self._write(new_id, "fork", w, session_id, _none(at),
-                                  "1" if missing else "", *summary, *source[4:])
+        reply = yield from self._write(new_id, "fork", w, session_id, _none(at),
+                                       "1" if missing else "", *summary, *source[4:])
         if reply[0] == b"conflict":
             raise session_exists(new_id)
         if reply[0] == b"missing":
@@ -452,7 +518,7 @@ class Operations:
         return [_event(session_id, i, value) for i, value in enumerate(reply)]
 
     def delete(self, session_id: str, now: float) -> Op[bool]:
-        reply = yield Eval(WRITE, self._write_keys(session_id), ["delete", _number(now)])
+        reply = yield from self._written(session_id, ["delete", _number(now)])
         return bool(reply)
 
     def _scan(self) -> Op[dict[str, bytes]]:
@@ -478,11 +544,11 @@ class Operations:
 
     def sessions_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
         """From the session index, O(log sessions + page) (a ``match`` filters the
-        index in the server: O(sessions) then); on a cluster, from a scan of the key
-        space, O(sessions) (docs/redis.md, "Listing sessions")."""
-        if not self._index:
-            return (yield from self._scanned_page(query, now))
-        keys = [self.layout.indexed, self._index[ORDERS.index(query.order)]]
+        index in the server: O(sessions) then); on a cluster, after settling the
+        writes whose index update never came (docs/redis.md, "Listing sessions")."""
+        if self._cluster:
+            yield from self._settle(now)
+        keys = [self._ready, self._index[ORDERS.index(query.order)]]
         position: list[str | bytes] = []
         if query.after is not None:
             key, after = query.after
@@ -505,8 +571,8 @@ class Operations:
     def _verified(self, order: str, found: list[bytes], now: float) -> Op[list[Listed]]:
         """The sessions of ``found`` (the index's ids, each followed by its score) that
         are live and scored as their entry says. The others' entries are stale
-        (expired by TTL, or written by a client that kept no index): they are set
-        right, by a script on the session's keys (atomic with its writes), and left
+        (expired by TTL, written by a client that kept no index, or on a cluster being
+        written right now): they are set right, from the session as it is, and left
         out."""
         ids = [_text(sid) for sid in found[::2]]
         replies = yield Batch([self._read(sid, "info", now) for sid in ids])
@@ -521,16 +587,50 @@ class Operations:
                     continue
             stale.append(sid)
         if stale:
-            yield Batch([self._reindex(sid, now) for sid in stale])
+            yield from self._reindex(stale, now)
         return listed
 
-    def _reindex(self, session_id: str, now: float) -> Eval:
-        return Eval(WRITE, self._write_keys(session_id), ["reindex", _number(now)])
+    def _reindex(self, ids: Sequence[str], now: float, fences: dict[str, int] | None = None,
+                 generations: Sequence[bytes] = ()) -> Op[None]:
+        """Index the sessions ``ids`` as they are (unindex those gone or expired). On a
+        cluster each script first raises the session's fence to ``fences[id]``, then
+        the index takes the entries and clears ``generations``."""
+        if not self._cluster:
+            yield Batch([Eval(WRITE, self._write_keys(sid), ["reindex", _number(now)])
+                         for sid in ids])
+            return
+        fences = fences or {}
+        replies = yield Batch([Eval(WRITE, self._write_keys(sid),
+                                    [str(fences.get(sid, 0)), "fence", _number(now)])
+                               for sid in ids])
+        yield self._apply(generations, [(sid, reply[1]) for sid, reply in
+                                        zip(ids, replies, strict=True)], _number(now))
+
+    def _settle(self, now: float) -> Op[None]:
+        """Settle the cluster's pending writes: writes begun whose index update has
+        not come, because their writer stopped (or is still at it). Each session's
+        fence is raised to its last generation begun, so none of them can land
+        later; then the session is indexed as it is and those generations cleared."""
+        pending = yield Command(("HGETALL", self.layout.hint[len(ORDERS)]))
+        if not pending:
+            return
+        fences: dict[str, int] = {}
+        for generation, sid in pending.items():
+            session_id = _text(sid)
+            fences[session_id] = max(fences.get(session_id, 0), int(generation))
+        yield from self._reindex(list(fences), now, fences, list(pending))
 
     def _build_index(self, now: float) -> Op[None]:
-        """Index every session of a store written without the index, in steps of one
-        ``SCAN`` call: each step is saved, so a build that stops goes on where it
-        stopped the next time. Writes meanwhile index what they write."""
+        """Index every session of a store written without the index. On a single
+        server in steps of one ``SCAN`` call: each step is saved, so a build that
+        stops goes on where it stopped the next time; on a cluster from one scan of
+        every primary, in batches. Writes meanwhile index what they write."""
+        if self._cluster:
+            ids = list((yield from self._scan()))
+            for start in range(0, len(ids), _BUILD_BATCH):
+                yield from self._reindex(ids[start:start + _BUILD_BATCH], now)
+            yield Command(("SET", self._ready, "1"))
+            return
         saved = yield Command(("GET", self.layout.indexing))
         cursor = b"0" if saved is None else saved
         while True:
@@ -538,34 +638,12 @@ class Operations:
                                           "COUNT", str(_BUILD_BATCH)))
             ids = [sid for sid in map(self.layout.session_id, keys) if sid is not None]
             if ids:
-                yield Batch([self._reindex(sid, now) for sid in ids])
+                yield from self._reindex(ids, now)
             if int(cursor) == 0:
                 break
             yield Command(("SET", self.layout.indexing, cursor))
         yield Command(("DEL", self.layout.indexing))
-        yield Command(("SET", self.layout.indexed, "1"))
-
-    def _scanned_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
-        """A page from a scan of the key space, O(sessions): by id, only the page's
-        sessions' info is read (in batches until the page is full: one may expire
-        meanwhile); by another key, every matching session's."""
-        ids = [sid for sid in (yield from self.sessions(now)) if query.match in sid]
-        by_id = query.order == "id"
-        if by_id:
-            ids = [info.session_id for info, _ in select(query, [(_named(sid), None)
-                                                                 for sid in ids])]
-        listed: list[Listed] = []
-        step = query.limit if by_id else _FETCH_BATCH
-        for start in range(0, len(ids), step):
-            batch = ids[start:start + step]
-            replies = yield Batch([self._read(sid, "info", now) for sid in batch])
-            for sid, reply in zip(batch, replies, strict=True):
-                if reply is not None:
-                    info, times = _info(sid, reply)
-                    listed.append((info, key_of(info, query.order, times)))
-            if by_id and len(listed) >= query.limit:
-                break
-        return listed[:query.limit] if by_id else select(query, listed)
+        yield Command(("SET", self._ready, "1"))
 
     def _prune(self, now: float) -> Op[None]:
         """Unindex every session that expired before ``now``."""
@@ -573,7 +651,7 @@ class Operations:
             ids = yield Command(("ZRANGEBYSCORE", self._index[-1], "-inf", f"({_number(now)}",
                                  "LIMIT", "0", str(_BUILD_BATCH)))
             if ids:
-                yield Batch([self._reindex(_text(sid), now) for sid in ids])
+                yield from self._reindex([_text(sid) for sid in ids], now)
             if len(ids) < _BUILD_BATCH:
                 return
 
@@ -584,14 +662,13 @@ class Operations:
         found = sorted((yield from self._scan()))
         stats = CompactStats()
         for done, session_id in enumerate(found, 1):
-            reply = yield Eval(WRITE, self._write_keys(session_id),
-                               ["compact", _number(now), _none(keep_events)])
+            reply = yield from self._written(session_id,
+                                             ["compact", _number(now), _none(keep_events)])
             damage = _corrupt(session_id, reply)
             if damage:
                 raise damage
             stats += CompactStats(*(int(r) for r in reply))
             if progress is not None and (done % batch == 0 or done == len(found)):
                 yield Callback(progress, CompactProgress(done, len(found), stats))
-        if self._index:
-            yield from self._prune(now)
+        yield from self._prune(now)
         return stats

@@ -14,6 +14,7 @@ but may lose the last commits on power loss (SQLite's ``synchronous=NORMAL``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import json
@@ -39,7 +40,7 @@ from memvault.model import Event, SessionInfo, Snapshot, check_seconds, to_datet
 from memvault.paging import Listed, PageQuery
 from memvault.words import body_words
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _SUMMARY_BIT = 1 << 32
 _SESSION_SHIFT = 33
 
@@ -107,7 +108,8 @@ MIGRATIONS = {
     # filled from it by _backfill. Its rowid names the node (_rowid). detail=full:
     # bm25 over it measured twice as fast as over detail=column. An append only
     # notes its nodes' rowids in search_pending, in its own transaction; a search
-    # first indexes the nodes noted there (SqliteBackend.search). Writing FTS5 at
+    # first indexes the nodes noted there (SqliteBackend.search; schema 6 replaces
+    # search_pending by the sessions' pending). Writing FTS5 at
     # each append cost it 40 us more for the segment FTS5 writes at each commit,
     # whatever its detail, and the words 30 us more (95 -> 175 us median per
     # append, durability=normal, load 11).
@@ -151,6 +153,18 @@ MIGRATIONS = {
     DROP TABLE events;
     ALTER TABLE events_5 RENAME TO events;
     """,
+    # The search index's lag as one number per session instead of a row per node:
+    # pending, the session's first node not yet in the search index (0: none; every
+    # node from it to next_node - 1 is a message, not a summary, none indexed). An
+    # append sets it only when it was 0 (the first append after a search), so the
+    # usual append writes no index entry for search at all (search_pending's insert
+    # was an extra B-tree page and statement in every append's commit). The partial
+    # index finds the sessions a search must catch up. The upgrade indexes the
+    # nodes search_pending noted (SqliteBackend._migrate).
+    6: """
+    ALTER TABLE sessions ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX sessions_pending ON sessions (pending) WHERE pending <> 0;
+    """,
 }
 # Each order's key column (the id order: the name itself); 1e308 is paging.NEVER.
 _KEYS = {"id": "NULL", "version": "version", "length": "length_key",
@@ -171,7 +185,7 @@ def _fts_query(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 _ROW = ("sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
-        " summary, through")
+        " summary, through, pending")
 _SNAP = "name, head, base, version, length, created_at, auto, summary, through"
 _EVENT = "version, op, writer, at, head_before, base_before, head_after, base_after, detail"
 _CHAIN = f"""
@@ -185,8 +199,15 @@ WITH RECURSIVE chain(node, parent, depth, msg_id, body) AS (
 ) SELECT node, parent, depth, msg_id, body FROM chain
 """
 
-# the nodes noted in search_pending, with their rowid in the search index
+# the nodes not yet in the search index (messages all), with their rowid there
 _PENDING = f"""
+SELECT n.id, n.body FROM sessions s
+JOIN nodes n ON n.id BETWEEN (s.sid << {_SESSION_SHIFT}) | s.pending
+                         AND (s.sid << {_SESSION_SHIFT}) | (s.next_node - 1)
+WHERE s.pending <> 0
+"""
+# what schema 5 noted for the index (search_pending), as _PENDING
+_NOTED = f"""
 SELECT p.id, n.body FROM search_pending p
 JOIN nodes n ON n.id = p.id & ~{_SUMMARY_BIT}
 """
@@ -319,38 +340,70 @@ def _stored_words(body: str) -> str:
         return ""
 
 
+# the columns save writes (those that changed), in _SqliteTxn._saved's order
+_SAVED = ("head", "depth", "base", "version", "next_node", "updated_at", "expires_at",
+          "summary", "through", "pending")
+
+
+@functools.lru_cache(maxsize=64)
+def _update(changed: tuple[int, ...]) -> str:
+    return f"UPDATE sessions SET {', '.join(f'{_SAVED[k]}=?' for k in changed)} WHERE sid=?"
+
+
 class _SqliteTxn:
     def __init__(self, db: sqlite3.Connection, lagging: WordIndex | None = None) -> None:
         self._db = db
         self._lagging = lagging
+        # each session's pending (the first node not in the search index, 0: none),
+        # and its row's saved columns as stored (loaded, created or saved)
+        self._pending: dict[int, int] = {}
+        self._stored: dict[int, tuple[Any, ...]] = {}
 
     def _one(self, sql: str, *args: Any) -> Any:
         return self._db.execute(sql, args).fetchone()
 
+    def _saved(self, row: Row) -> tuple[Any, ...]:
+        assert isinstance(row.key, int)
+        return (row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
+                row.expires_at, row.summary, row.through, self._pending[row.key])
+
+    def _row(self, r: Sequence[Any]) -> Row:
+        self._pending[r[0]] = r[12]
+        row = Row(*r[:12])
+        self._stored[r[0]] = self._saved(row)
+        return row
+
     def load(self, name: str) -> Row | None:
         r = self._one(f"SELECT {_ROW} FROM sessions WHERE name = ?", name)
-        return Row(*r) if r else None
+        return self._row(r) if r else None
 
     def create(self, name: str, now: float) -> Row:
         cur = self._db.execute(
             "INSERT INTO sessions (name, head, depth, base, version, next_node, created_at,"
             " updated_at) VALUES (?, 0, 0, 0, 0, 1, ?, ?)", (name, now, now))
         assert cur.lastrowid is not None
-        return Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)
+        self._pending[cur.lastrowid] = 0
+        row = Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)
+        self._stored[cur.lastrowid] = self._saved(row)
+        return row
 
     def save(self, row: Row) -> None:
-        self._db.execute(
-            "UPDATE sessions SET head=?, depth=?, base=?, version=?, next_node=?, updated_at=?,"
-            " expires_at=?, summary=?, through=? WHERE sid=?",
-            (row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
-             row.expires_at, row.summary, row.through, row.key))
+        """Sets only the columns that changed (pending too: :meth:`insert_nodes`
+        moves it; the engine saves the row after inserting nodes). SQLite rewrites
+        an index whenever the statement sets a column of its key, to the same value
+        or not: an append (without a TTL) then leaves sessions_by_expires alone, and
+        sessions_pending but after a search (a B-tree page less per commit each)."""
+        saved = self._saved(row)
+        assert isinstance(row.key, int)
+        stored, self._stored[row.key] = self._stored[row.key], saved
+        changed = tuple(k for k, value in enumerate(saved) if value != stored[k])
+        if changed:
+            self._db.execute(_update(changed), (*(saved[k] for k in changed), row.key))
 
     def purge(self, row: Row) -> int:
         span = _span(row)
         nodes = self._db.execute("DELETE FROM nodes WHERE id BETWEEN ? AND ?", span).rowcount
-        for sql in ("DELETE FROM search WHERE rowid BETWEEN ? AND ?",
-                    "DELETE FROM search_pending WHERE id BETWEEN ? AND ?"):
-            self._db.execute(sql, span)
+        self._db.execute("DELETE FROM search WHERE rowid BETWEEN ? AND ?", span)
         for table in ("snapshots", "events", "sessions"):
             self._db.execute(f"DELETE FROM {table} WHERE sid = ?", (row.key,))
         return nodes
@@ -366,14 +419,26 @@ class _SqliteTxn:
         return {r[0] for r in cur}
 
     def insert_nodes(self, row: Row, nodes: Sequence[Node], summary: bool = False) -> None:
-        assert isinstance(row.key, int)
+        """Messages are left to the next search to index (the session's pending
+        moves to the first of them if it was 0); a summary is indexed now, after the
+        session's pending messages, so that pending never covers a summary."""
+        sid = row.key
+        assert isinstance(sid, int)
         self._db.executemany(
             "INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(_rowid(row.key, n.node), row.key, n.node, n.parent, n.depth, n.msg_id, n.body)
+            [(_rowid(sid, n.node), sid, n.node, n.parent, n.depth, n.msg_id, n.body)
              for n in nodes])
-        self._db.executemany("INSERT INTO search_pending (id) VALUES (?)",
-                             [(_rowid(row.key, n.node, summary),) for n in nodes])
+        pending = self._pending[sid]
+        if summary:
+            if pending:
+                _index(self._db, self._db.execute(
+                    "SELECT id, body FROM nodes WHERE id BETWEEN ? AND ?",
+                    (_rowid(sid, pending), _rowid(sid, nodes[0].node) - 1)))
+            _index(self._db, [(_rowid(sid, n.node, True), n.body) for n in nodes])
+            self._pending[sid] = 0
+        elif not pending and nodes:
+            self._pending[sid] = nodes[0].node
 
     def node(self, row: Row, node: int) -> Node | None:
         assert isinstance(row.key, int)
@@ -426,7 +491,7 @@ class _SqliteTxn:
         return [_snapshot(row.name, r) for r in cur]
 
     def rows(self) -> list[Row]:
-        return [Row(*r) for r in self._db.execute(f"SELECT {_ROW} FROM sessions")]
+        return [self._row(r) for r in self._db.execute(f"SELECT {_ROW} FROM sessions")]
 
     def links(self, row: Row) -> dict[int, tuple[int, int]]:
         cur = self._db.execute("SELECT node, parent, depth FROM nodes WHERE id BETWEEN ? AND ?",
@@ -439,7 +504,6 @@ class _SqliteTxn:
             "DELETE FROM nodes WHERE id = ?", [(_rowid(row.key, n),) for n in nodes])
         rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]
         self._db.executemany("DELETE FROM search WHERE rowid IN (?, ?)", rowids)
-        self._db.executemany("DELETE FROM search_pending WHERE id IN (?, ?)", rowids)
 
     def matches(self, row: Row | None, terms: Sequence[str]
                 ) -> Iterator[tuple[int | str, int, bool, float]]:
@@ -460,10 +524,12 @@ class _SqliteTxn:
 
     def message_count(self, row: Row) -> int:
         assert isinstance(row.key, int)
-        count: int = self._one(
-            "SELECT (SELECT count(*) FROM search WHERE rowid BETWEEN ?1 AND ?2)"
-            " + (SELECT count(*) FROM search_pending WHERE id BETWEEN ?1 AND ?2)",
-            _rowid(row.key, 0, False), _rowid(row.key, 0, True) - 1)[0]
+        count: int = self._one("SELECT count(*) FROM search WHERE rowid BETWEEN ? AND ?",
+                               _rowid(row.key, 0, False), _rowid(row.key, 0, True) - 1)[0]
+        pending = self._pending[row.key]
+        if pending:  # messages not yet in the index
+            count += self._one("SELECT count(*) FROM nodes WHERE id BETWEEN ? AND ?",
+                               _rowid(row.key, pending), _rowid(row.key, row.next_node - 1))[0]
         return count
 
     def ancestors(self, row: Row, head: int, count: int) -> list[int]:
@@ -493,6 +559,19 @@ class _SqliteTxn:
 
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
         self._db.executemany("INSERT OR IGNORE INTO vectors (key, vec) VALUES (?, ?)", items)
+
+    def vector_keys(self) -> list[str]:
+        if not self._has_vectors():
+            return []
+        return [r[0] for r in self._db.execute("SELECT key FROM vectors")]
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        self._db.execute("DELETE FROM vectors WHERE key IN (SELECT value FROM json_each(?))",
+                         (json.dumps(list(keys)),))
+
+    def bodies(self, row: Row) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT body FROM nodes WHERE id BETWEEN ? AND ?",
+                                               _span(row))]
 
 
 class SqliteBackend(IndexedEngine):
@@ -594,6 +673,9 @@ class SqliteBackend(IndexedEngine):
                             db.execute(statement)
                     if version == 4:
                         _backfill(db)
+                    if version == 6:
+                        _index(db, db.execute(_NOTED))
+                        db.execute("DROP TABLE search_pending")
                     db.execute(f"PRAGMA user_version = {version}")
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -691,23 +773,25 @@ class SqliteBackend(IndexedEngine):
 
     def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
                include_hidden: bool, now: float) -> list[Match]:
-        """Index the nodes appends noted in search_pending (one short write
-        transaction, only when there are any), then search. A read-only store
-        cannot write: it ranks those nodes itself (:class:`WordIndex`, BM25 over
-        their own statistics) beside FTS5's matches, for this search only."""
+        """Index the messages appended since the last search (one short write
+        transaction, only when there are any: sessions_pending lists the sessions),
+        then search. A read-only store cannot write: it ranks those messages itself
+        (:class:`WordIndex`, BM25 over their own statistics) beside FTS5's matches,
+        for this search only."""
         db = self._connect()
         try:
-            if db.execute("SELECT EXISTS (SELECT 1 FROM search_pending)").fetchone()[0]:
+            if db.execute("SELECT EXISTS (SELECT 1 FROM sessions WHERE pending <> 0)"
+                          ).fetchone()[0]:
                 if self._read_only:
                     lagging = WordIndex()
                     for rowid, body in db.execute(_PENDING):
                         lagging.add((rowid >> _SESSION_SHIFT, rowid & (_SUMMARY_BIT - 1)),
-                                    bool(rowid & _SUMMARY_BIT), body)
+                                    False, body)
                     self._local.lagging = lagging
                 else:
                     with self._begin(db, "IMMEDIATE"):
                         _index(db, db.execute(_PENDING))
-                        db.execute("DELETE FROM search_pending")
+                        db.execute("UPDATE sessions SET pending = 0 WHERE pending <> 0")
         except sqlite3.Error as exc:
             raise _driver_error(db, exc) from exc
         try:

@@ -76,6 +76,11 @@ class Blocking:
 
         return call
 
+    def run(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` on the proxy's loop (a call on the wrapped object's
+        parts, such as its backend)."""
+        return self._loop.run(awaitable)
+
     def close(self) -> None:
         try:
             self._loop.run(self._target.close())

@@ -147,6 +147,16 @@ class JsonTxn:
         for key, blob in items:
             self.vectors["items"].setdefault(key, base64.b64encode(blob).decode())
 
+    def vector_keys(self) -> list[str]:
+        return list(self.vectors["items"])
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.vectors["items"].pop(key, None)
+
+    def bodies(self, row: Row) -> list[str]:
+        return [v[3] for v in self.sessions[row.name]["nodes"].values()]
+
 
 class JsonFileBackend(Engine):
     """A store kept in one JSON file, shared by threads and processes through flock.

@@ -25,7 +25,8 @@
 -- before changing anything, and delete answers false for an expired session. Then
 -- compact became compact_plan + compact_step, bounded steps each its own transaction,
 -- and _garbage refuses a broken chain as the engine does.
--- Version 7 added the search vectors' functions (vector_space ... put_vectors).
+-- Version 7 added the search vectors' functions (vector_space ... put_vectors); later
+-- compact's sweep got vector_keys, drop_vectors and node_bodies.
 -- At version 8, append_after: append refusing (MV012) unless a message id is stored.
 -- Then pop refused an envelope whose "v" is not 1 or whose "m" is not an object too
 -- (it committed, then the client's decode raised), as the Redis script does; then
@@ -864,6 +865,27 @@ BEGIN
     INSERT INTO @schema@.vectors AS v (key, vec) SELECT * FROM unnest(p_keys, p_vecs)
     ON CONFLICT (key) DO NOTHING;
 END $$;
+
+-- What compact's sweep (memvault.vectors.reclaim) reads and deletes: every stored
+-- key, the bodies of every stored node of a live session (hidden ones and summaries
+-- too), and the vectors no such body uses any more.
+CREATE OR REPLACE FUNCTION @schema@.vector_keys() RETURNS SETOF text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT v.key FROM @schema@.vectors v;
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.drop_vectors(p_keys text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM @schema@.vectors v WHERE v.key = ANY (p_keys);
+END $$;
+
+CREATE OR REPLACE FUNCTION @schema@.node_bodies(p_session bytea, p_now double precision)
+RETURNS SETOF text LANGUAGE sql STABLE AS $$
+    SELECT n.body FROM @schema@.sessions s JOIN @schema@.nodes n ON n.sid = s.sid
+    WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
+$$;
 
 -- Search (migration 008). JIT is off in these functions: the planner's estimates
 -- for their joins of arrays and CTEs passed jit_above_cost, and compiling took

@@ -3,7 +3,8 @@
 -- A session is six keys sharing one hash tag (so one cluster slot):
 --   meta   hash  head, depth, base, version, next (node id), created, updated,
 --                expires (absent: never), snaps (snapshot sequence), run (below),
---                summary, through (the summary pointer; absent: none)
+--                summary, through (the summary pointer; absent: none), stamp (on a
+--                cluster: orders the session's states for its index; see write.lua)
 --   msgs   hash  node id -> encoded message
 --   links  hash  node id -> "parent:depth:message id"
 --   ids    hash  message id -> node id (idempotent appends)
@@ -19,12 +20,12 @@ local META, MSGS, LINKS, IDS, SNAPS, LOG = KEYS[1], KEYS[2], KEYS[3], KEYS[4], K
 
 local function load()
   local v = redis.call('HMGET', META, 'head', 'depth', 'base', 'version', 'next', 'created',
-                       'updated', 'expires', 'snaps', 'run', 'summary', 'through')
+                       'updated', 'expires', 'snaps', 'run', 'summary', 'through', 'stamp')
   if not v[1] then return nil end
   return {head = tonumber(v[1]), depth = tonumber(v[2]), base = tonumber(v[3]),
           version = tonumber(v[4]), next = tonumber(v[5]), created = v[6], updated = v[7],
           expires = v[8] or nil, snaps = tonumber(v[9]), run = tonumber(v[10]),
-          summary = tonumber(v[11]) or 0, through = tonumber(v[12]) or 0}
+          summary = tonumber(v[11]) or 0, through = tonumber(v[12]) or 0, stamp = v[13] or nil}
 end
 
 -- The context view shows the chain above the floor, after the summary if some of

@@ -1,6 +1,15 @@
 -- Write operations: each checks everything before its first change, so one that
 -- answers an error status has written nothing. ARGV[1] is the operation; '' stands
 -- for None. The server refuses the whole script when it is out of memory.
+--
+-- On a Redis Cluster KEYS[7] is the session's fence and ARGV[1] the write's generation
+-- (handed out by hint.lua's 'begin', then removed from ARGV): a write whose generation
+-- is at or below the fence is refused ({'fenced', fence}, nothing written; the client
+-- begins again above it), and every other reply is {reply, entry()} for the index
+-- (hint.lua's 'apply').
+local FENCED = #KEYS == 7
+local generation = 0
+if FENCED then generation = tonumber(table.remove(ARGV, 1)) end
 local op = ARGV[1]
 
 -- The session index (docs/redis.md, "Listing sessions"), kept by every write in the
@@ -10,8 +19,27 @@ local op = ARGV[1]
 --   KEYS[8..11]  sorted sets the session ids scored by version, length, update time and
 --                            expiry (never: NEVER); ties are ordered by the ids' bytes
 -- Times are the decimal texts the session stores: Redis parses them exactly.
-local INDEXED = #KEYS > 6
+local INDEXED = #KEYS > 7
 local NEVER = '1e308'
+-- Whether this write created the session (the cluster's index then prunes, as below).
+local created = false
+
+-- The server's clock in microseconds, as decimal text (Lua's tostring keeps 14 digits).
+local function clock()
+  local t = redis.call('TIME')
+  return string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
+
+-- The session as the cluster's index should hold it (hint.lua 'apply'): {stamp,
+-- version, length, updated, expiry, '1' if this write created it}; {stamp} when it
+-- is gone or expired. A stamp orders the session's states: it grows with every write
+-- and is the server's clock once the session is gone.
+local function entry()
+  local row = live(tonumber(ARGV[2]))
+  if not row then return {clock()} end
+  return {row.stamp or '0', row.version, view_length(row), row.updated, row.expires or NEVER,
+          created and '1' or ''}
+end
 
 -- This session's id: its keys' hash tag, percent-decoded.
 local function session_id()
@@ -48,6 +76,7 @@ local function drop_all()
   if INDEXED then unindex(session_id()) end
 end
 
+local function run()
 if op == 'reindex' then
   -- ARGV[2]: now. Index the session as stored, or unindex it if it is gone or expired
   -- (a stale entry a page met, or the first listing of a store written before the
@@ -146,6 +175,7 @@ local row = live(now)
 -- The row to write to; an expired session's leftovers go first.
 local function start(current)
   if current then return current end
+  created = true
   drop_all()
   if INDEXED then prune(now_text, 2) end
   return {head = 0, depth = 0, base = 0, version = 0, next = 1, created = now_text, snaps = 0,
@@ -193,6 +223,10 @@ local function commit(r, name, head0, base0, detail, bump)
                   'next', r.next, 'created', r.created, 'updated', now_text, 'snaps', r.snaps,
                   'summary', r.summary, 'through', r.through}
   if r.run then fields[#fields + 1], fields[#fields + 2] = 'run', r.run end
+  if FENCED then
+    local stamp = string.format('%.0f', math.max(tonumber(clock()), (tonumber(r.stamp) or 0) + 1))
+    fields[#fields + 1], fields[#fields + 2] = 'stamp', stamp
+  end
   if expires ~= '' then fields[#fields + 1], fields[#fields + 2] = 'expires', expires end
   redis.call('HSET', META, unpack(fields))
   redis.call('RPUSH', LOG, cjson.encode({r.version, name, writer, now_text, head0, base0,
@@ -344,3 +378,17 @@ elseif op == 'summarize' then
   return {'ok', row.version}
 end
 return redis.error_reply('memvault: unknown write operation ' .. op)
+end
+
+if not FENCED then return run() end
+local fence = tonumber(redis.call('GET', KEYS[7]) or '0')
+if op == 'fence' then
+  -- ARGV[2]: now. Refuse every write of this generation or older from now on (a
+  -- page settling writes whose index update never came: docs/redis.md).
+  if generation > fence then redis.call('SET', KEYS[7], generation, 'EX', 86400) end
+  return {'ok', entry()}
+end
+if generation <= fence then return {'fenced', fence} end
+local reply = run()
+if reply == nil then reply = false end
+return {reply, entry()}

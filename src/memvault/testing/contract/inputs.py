@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memvault.errors import InvalidArgumentError, InvalidMessageError
-from memvault.messages import Message
+from memvault.messages import Message, ToolCall
 from memvault.model import Limits
 from memvault.testing.contract.base import ContractBase, texts
 
@@ -37,9 +37,13 @@ def _unvalidated() -> list[Any]:
     updates: list[dict[str, Any]] = [
         {"role": "robot"}, {"id": ""}, {"id": "x" * 300}, {"id": None}, {"content": 42},
         {"tool_call_id": 7}, {"metadata": {"\ud800": 1}}, {"metadata": {"k": _nested(200)}},
-        {"content": None}, {"created_at": "yesterday"},
+        {"content": None}, {"created_at": "yesterday"}, {"content": [5]}, {"name": 3},
+        {"tool_calls": (ToolCall(id="c", name="f"),)}, {"tool_calls": ("c",)},
     ]
+    call = ToolCall(id="c", name="f").model_copy(update={"arguments": {"a": 1}})
     return [*(m.model_copy(update=u) for u in updates),
+            Message.assistant(None, tool_calls=[ToolCall(id="c", name="f")]).model_copy(
+                update={"tool_calls": (call,)}),
             Message.model_construct(role="user", content="x", id=None),
             Message.model_construct(role="wizard", content="x")]
 

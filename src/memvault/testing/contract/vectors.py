@@ -5,17 +5,22 @@ shares no word with it only through its vector."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
+import time
 from typing import Any
 
 import pytest
 
+import memvault.store
 from memvault.errors import ConfigurationError, InvalidArgumentError
-from memvault.messages import Message
+from memvault.messages import Message, ToolCall
 from memvault.reindex import reindex
 from memvault.testing.contract.base import ContractBase
-from memvault.vectors import Index, vector_store
+from memvault.testing.contract.ttl import FrozenClock
+from memvault.vectors import Index, text_key, vector_store
+from memvault.words import text_of
 
 CONCEPTS = ({"cat", "cats", "kitten", "feline"}, {"dog", "puppy", "canine"},
             {"car", "automobile", "vehicle"}, {"money", "invoice", "payment", "bill"})
@@ -47,8 +52,32 @@ class ConceptEmbedder:
         return vector
 
 
+class RecordingEmbedder(ConceptEmbedder):
+    """:class:`ConceptEmbedder` that remembers the texts of its last call."""
+
+    last: list[str] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.last = list(texts)
+        return super().embed(texts)
+
+
 def contents(hits: list[Any]) -> list[Any]:
     return [h.message.content for h in hits]
+
+
+def keys_of(*messages: Message) -> set[str]:
+    """The keys of the vectors of these messages' texts."""
+    return {text_key(text_of(m)) for m in messages}
+
+
+def stored_keys(store: Any) -> set[str]:
+    """The keys of every vector the store holds, read through its backend (an async
+    store's behind :class:`~memvault.testing.Blocking` is run on its loop)."""
+    keys = store.backend.vector_keys()
+    if inspect.iscoroutine(keys):
+        keys = store.run(keys)
+    return set(keys)
 
 
 class VectorsContract(ContractBase):
@@ -165,6 +194,90 @@ class VectorsContract(ContractBase):
                     store.session("s").search("cat")  # an async handle checks on first use
                 finally:
                     store.close()
+
+    def test_compact_reclaims_the_vectors_no_stored_message_uses(self, opener: Any) -> None:
+        """compact deletes exactly the vectors whose text no stored message or summary
+        of a live session has: after a delete, a pop whose event is dropped, and a
+        rollback (the auto-snapshot keeps the replaced messages); a text two sessions
+        share keeps its vector until the last of them goes; search finds the same,
+        embedding only the query. Failing: vectors leak (the table grows with churn),
+        or a vector still used is deleted (search embeds it again, or finds less)."""
+        self.require("vectors")
+        embedder = RecordingEmbedder()
+        store = opener(embedder=embedder)
+        try:
+            U = Message.user
+            a, b, c = store.session("a"), store.session("b"), store.session("c")
+            cat, shared, kitten, tail = (U("the cat sat"), U("shared words"),
+                                         U("a popped kitten"), U("a dog barked"))
+            a.append([cat, shared, kitten])
+            a.snapshot("cp")  # holds the kitten once popped
+            a.pop()
+            b.append([U("shared words"), tail])
+            summary = Message.system("summary: a puppy")
+            b.summarize(summary, through=tail.id)
+            car, doomed = U("we drove the automobile"), U("an invoice to drop")
+            call = Message.assistant(name="agent", tool_calls=[
+                ToolCall(id="c1", name="book_vehicle", arguments='{"kind": "car"}')])
+            parts = U([{"type": "text", "text": "a vehicle"}, {"type": "image_url"}])
+            c.append([car, call, parts, doomed])
+            c.pop()  # only its event reaches the invoice
+            live = keys_of(cat, shared, kitten, tail, summary, car, call, parts, doomed)
+            assert stored_keys(store) == live
+            found = {q: [(h.session_id, h.message.content) for h in store.search(q)]
+                     for q in ("kitten", "shared")}
+            assert found["kitten"][0] == ("a", "the cat sat")
+            assert ("a", "shared words") in found["shared"]
+
+            assert store.compact().vectors == 0  # every vector is used
+            assert stored_keys(store) == live
+            assert store.compact(keep_events=0).vectors == 1  # the popped invoice's
+            live -= keys_of(doomed)
+            assert stored_keys(store) == live
+            c.delete()
+            assert store.compact().vectors == 3
+            assert stored_keys(store) == live - keys_of(car, call, parts)
+            b.delete()  # "shared words" is still a's
+            assert store.compact().vectors == 2
+            assert stored_keys(store) == keys_of(cat, shared, kitten)
+            for query in ("kitten", "shared"):  # a's hits, as before compact
+                assert contents(store.search(query)) == [
+                    text for sid, text in found[query] if sid == "a"]
+                assert embedder.last == [query]  # every visible text had its vector
+
+            doomed = U("a doomed feline")
+            a.append([doomed])
+            a.rollback("cp")  # the auto-snapshot holds the doomed feline
+            assert store.compact(keep_events=0).vectors == 0
+            assert stored_keys(store) == keys_of(cat, shared, kitten, doomed)
+            a.delete()
+            assert store.compact().vectors == 4 and stored_keys(store) == set()
+            assert store.compact().vectors == 0
+        finally:
+            store.close()
+
+    def test_compact_reclaims_the_vectors_of_expired_sessions(
+            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An expired session's vectors go with it at compact, from its expiry instant
+        on; a session without expiry keeps its own. Failing: expiry leaks vectors."""
+        self.require("vectors")
+        self.require("ttl")
+        clock = FrozenClock(float(int(time.time())))
+        monkeypatch.setattr(memvault.store, "time", clock)
+        store = opener(embedder=ConceptEmbedder(), ttl=60)
+        try:
+            gone, kept = Message.user("a short-lived cat"), Message.user("a lasting dog")
+            store.session("brief").append([gone])
+            clock.now += 30
+            store.session("lasting").append([kept])
+            clock.now += 29.999
+            assert store.compact().vectors == 0
+            clock.now += 0.001
+            assert store.compact().vectors == 1
+            assert stored_keys(store) == keys_of(kept)
+            assert contents(store.search("dog")) == ["a lasting dog"]
+        finally:
+            store.close()
 
 
 class _Shifted(ConceptEmbedder):

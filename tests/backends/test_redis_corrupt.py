@@ -4,9 +4,11 @@ session and the depth, on both faces; never a shorter or altered history."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from memvault.backends.redis_ops import Layout
+from memvault.backends.redis_ops import READ, Eval, Layout
 from memvault.checks.opener import Opener
 from memvault.errors import CorruptRecordError
 from memvault.messages import Message
@@ -73,4 +75,30 @@ def test_pop_checks_utf8_before_it_commits(content: bytes) -> None:
             assert s.pop().content == text
             assert (s.info().version, s.info().length) == (2, 1)
     finally:
+        store.close()
+
+
+def test_a_pop_whose_session_went_after_its_read_pops_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pop reads its message, then pops it: a session deleted in between makes the
+    pop return None (the script answers false), never a driver error. Failing: the
+    pop script answered true for a session that is gone (a mutant survived)."""
+    url = flushed()
+    store = Opener(url, "sync")()
+    client = raw_client(url)
+    try:
+        s = store.session("s")
+        s.append([Message.user("a")])
+        send = store.backend._send
+
+        def spy(request: Any) -> Any:
+            reply = send(request)
+            if isinstance(request, Eval) and request.script is READ:
+                client.delete(*Layout("memvault").keys("s"))
+            return reply
+
+        monkeypatch.setattr(store.backend, "_send", spy)
+        assert s.pop() is None
+    finally:
+        client.close()
         store.close()

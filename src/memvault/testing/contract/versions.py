@@ -68,8 +68,9 @@ class VersionsContract(ContractBase):
     def test_compact_keeping_every_event_keeps_every_version(self, store: Any) -> None:
         """compact with no ``keep_events`` keeps what every logged version reads, the
         messages only an event's state before it reaches too (a pop's popped message,
-        written over since). Failing: Redis's compact kept each event's state after
-        it in place of the state before it (a mutant survived the suite).
+        written over since), and so does the oldest event it keeps. Failing: Redis's
+        compact kept each event's state after it in place of the state before it (a
+        mutant survived the suite).
         """
         s = store.session("s")
         s.append(users(3))
@@ -79,6 +80,8 @@ class VersionsContract(ContractBase):
         assert before[1] == ["m0", "m1", "m2"]
         assert store.compact().nodes == 0
         assert [texts(s.history(at_version=v)) for v in range(4)] == before
+        assert store.compact(keep_events=2).nodes == 0  # the pop's event: before it, m2
+        assert store.compact(keep_events=1).nodes == 1
 
     def test_a_compacted_version_raises(self, store: Any) -> None:
         """compact(keep_events=N) drops the older versions: reading one raises

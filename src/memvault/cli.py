@@ -64,8 +64,12 @@ class _Group(TyperGroup):
             code = 0
         except click_errors.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx else "memvault"
-            error(f"{where}: {' '.join(exc.format_message().split())} "
-                  f"(see '{where} --help')")
+            hint = f"see '{where} --help'"
+            if isinstance(exc, click_errors.NoSuchOption) and exc.ctx and any(
+                    p.param_type_name == "argument" for p in exc.ctx.command.params):
+                hint = f"an id that starts with '-' goes after '--': {where} -- " \
+                       f"{exc.option_name}; {hint}"
+            error(f"{where}: {' '.join(exc.format_message().split())} ({hint})")
             code = 1
         except click_errors.ClickException as exc:
             error(exc.format_message())

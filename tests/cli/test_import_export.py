@@ -219,11 +219,11 @@ def test_any_text_and_id_round_trip_through_the_cli(url: str, tmp_path: Path, si
         store.session(sid).delete()
         store.session(sid).append([original])
     try:
-        shown = cli("--url", url, "show", sid, "--json")
+        shown = cli("--url", url, "show", "--json", "--", sid)  # ids may start with "-"
         assert shown.exit_code == 0, shown.stderr
         records = [json.loads(line) for line in shown.stdout.splitlines()]
         assert [Message.model_validate(r["message"]) for r in records] == [original]
-        exported = cli("--url", url, "export", sid)
+        exported = cli("--url", url, "export", "--", sid)
         assert exported.exit_code == 0, exported.stderr
         (folder / "dump.jsonl").write_text(exported.stdout, encoding="utf-8")
         assert cli("--url", dst, "import", str(folder / "dump.jsonl")).exit_code == 0
@@ -232,6 +232,21 @@ def test_any_text_and_id_round_trip_through_the_cli(url: str, tmp_path: Path, si
     finally:
         with memvault.open(url) as store:
             store.session(sid).delete()
+
+
+@pytest.mark.parametrize("sid", ["-0", "-x", "--json"])
+def test_an_id_that_looks_like_an_option_goes_after_double_dash(tmp_path: Path,
+                                                                sid: str) -> None:
+    """Shown without "--", an id that starts with "-" is an unknown option: the one-line
+    error says how to pass it. After "--" it is an id (hypothesis found "-0")."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url) as store:
+        store.session(sid).append([Message.user("hi")])
+    shown = cli("--url", url, "show", "--", sid)
+    assert shown.exit_code == 0 and "hi" in shown.stdout, shown.stderr
+    if sid != "--json":  # a known option of show's: not an id, and no error either
+        one_line_error(cli("--url", url, "show", sid), f"No such option: {sid}",
+                       f"show -- {sid}")
 
 
 def test_import_reads_stdin(tmp_path: Path) -> None:

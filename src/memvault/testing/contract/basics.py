@@ -112,16 +112,20 @@ class BasicsContract(ContractBase):
         assert len(s.log()) == events and s.info().version == version
 
     def test_trim_and_clear_hide_and_log(self, store: Any) -> None:
-        """trim keeps the newest N; clear hides all; both bump the version and log.
-        Failing: the base (trim floor) arithmetic or the log is wrong.
+        """trim keeps the newest N; clear hides all; both bump the version and log
+        how many they hid; a snapshot between them stores the visible length.
+        Failing: the base (trim floor) arithmetic or the log is wrong (PostgreSQL
+        mutants of the logged count and the snapshot's length survived the suite).
         """
         s = store.session("s")
         s.append(users(5))
         assert s.trim(keep_last=2) == 2
         assert texts(s.history()) == ["m3", "m4"]
+        assert s.snapshot("two").length == 2 and s.snapshots()[0].length == 2
         assert s.clear() == 3
         assert s.history() == [] and s.info().length == 0
-        assert [e.op for e in s.log()] == ["append", "trim", "clear"]
+        assert [e.op for e in s.log()] == ["append", "trim", "snapshot", "clear"]
+        assert [s.log()[i].detail["hidden"] for i in (1, 3)] == [3, 2]
 
     def test_append_after_clear_and_pop_is_visible(self, store: Any) -> None:
         """Nodes appended after clear/pop are visible and chained correctly.

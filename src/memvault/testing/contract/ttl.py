@@ -117,6 +117,28 @@ class TtlContract(ContractBase):
         finally:
             store.close()
 
+    def test_compact_purges_an_expired_session_beside_live_ones(
+            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """compact removes an expired session, and only it: a live one beside it
+        keeps its messages. Failing: PostgreSQL's compact_step, purging an expired
+        session, deleted the rows of the others (a mutant survived the suite).
+        """
+        self.require("ttl")
+        clock = FrozenClock(float(int(time.time())))
+        monkeypatch.setattr(memvault.store, "time", clock)
+        store = opener(ttl=60)
+        try:
+            store.session("brief").append(users(2))
+            clock.now += 30
+            store.session("lasting").append(users(3))
+            clock.now += 31
+            stats = store.compact()
+            assert (stats.sessions, stats.nodes) == (1, 2)
+            assert store.sessions() == ["lasting"]
+            assert texts(store.session("lasting").history()) == ["m0", "m1", "m2"]
+        finally:
+            store.close()
+
     def test_a_write_without_ttl_makes_the_session_permanent(
             self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         """Each write sets the expiry from its own store's ttl: a write through a store

@@ -264,6 +264,19 @@ class SummariesContract(ContractBase):
         assert s.pop() is None
         assert s.info().version == version and s.history(full=True) == []
 
+    def test_a_trim_past_through_leaves_the_summary_out_of_info(self, store: Any) -> None:
+        """A trim past the summary's last message (base > through) hides the summary:
+        info counts only the messages left, summarizing none, as history shows them.
+        Failing: PostgreSQL's info counted the hidden summary in the length and its
+        range as ``through - base`` (-1) summarized (mutants survived the suite).
+        """
+        s, _ = _summarized(store)  # S through m2 (depth 3)
+        s.trim(keep_last=2)  # base 4
+        assert texts(s.history()) == ["m4", "m5"]
+        assert texts(s.history(full=True)) == ["m4", "m5"]
+        info = s.info()
+        assert (info.version, info.length, info.summarized) == (3, 2, 0)
+
     def test_compact_keeps_summarized_originals(self, store: Any) -> None:
         """The originals under a summary are not garbage, and neither is the summary.
         Failing: compact walks the context view instead of the full one."""

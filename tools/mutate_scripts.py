@@ -185,6 +185,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
            "END", 23),
           ("IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN", 36))),
     ("postgres_sql/functions.sql",
+     "CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 END",
+     39, ">=", "info's summarized count: with through = base the THEN branch is "
+     "through - base = 0, the ELSE branch's value"),
+    ("postgres_sql/functions.sql",
      "FROM behind b JOIN @schema@.nodes n ON n.sid = b.sid AND n.node > b.mark", 64, ">=",
      "performance only: search_pending also returns the node at the watermark, indexed "
      "already, and search_index skips it (ON CONFLICT DO NOTHING)"),

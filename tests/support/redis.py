@@ -77,6 +77,10 @@ def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memv
     try:
         if kind == "missing":
             assert client.hdel(msgs, depth) == 1 and client.hdel(links, depth) == 1
+        elif kind == "summary":
+            node = max(int(n) for n, link in client.hgetall(links).items()
+                       if int(link.split(b":")[1]) == depth)
+            assert client.hdel(msgs, node) == 1 and client.hdel(links, node) == 1
         elif kind == "self-parent":
             _, node_depth, msg_id = client.hget(links, depth).split(b":", 2)
             assert int(node_depth) == depth

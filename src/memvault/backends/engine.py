@@ -479,7 +479,10 @@ class Engine:
             else:
                 node = _stored(txn, row, row.summary, row.through)
                 row.summary = node.parent
-                row.through = _stored(txn, row, node.parent, 0).depth if node.parent else 0
+                # a missing earlier summary is named at the undone one's depth (its
+                # own is not known without it), as Redis and PostgreSQL name it
+                row.through = (_stored(txn, row, node.parent, node.depth).depth
+                               if node.parent else 0)
                 detail = {"summary_id": node.msg_id}
             # decoded before the commit: a pop whose message cannot be returned changes
             # nothing (a retry would pop a second message)

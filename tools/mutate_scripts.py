@@ -171,6 +171,11 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
        column, new, "performance only: every append starts a new run at its first node, "
        "a valid (shorter) run, so reads walk the chain more often")
       for column, new in ((33, "+"), (35, "0"))),
+    ("redis_lua/write.lua", "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
+     3, "", "performance only: every append to a session with a run (start(), rollback "
+     "and fork give each one) starts a new run at its first node, a valid (shorter) "
+     "run; a session stored before runs gets none, so its reads walk the chain as "
+     "they did"),
     ("redis_lua/read.lua", "local bodies, depths = messages(head, depth, count, false)", 52,
      "true", "performance only: the chain read's walk also cuts out message ids nobody "
      "reads"),

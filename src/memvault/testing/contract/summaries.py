@@ -36,7 +36,8 @@ class SummariesContract(ContractBase):
         assert event.detail["through"] == msgs[2].id and event.detail["messages"] == 3
 
     def test_history_last_around_the_summary(self, store: Any) -> None:
-        """history(last=N) counts the summary as the oldest message of the view.
+        """history(last=N) counts the summary as the oldest message of the view; in
+        the full view the summary is newer than the message it was taken through.
         Failing: last=N reads past the floor or drops the summary."""
         s, _ = _summarized(store)
         assert texts(s.history(last=2)) == ["m4", "m5"]
@@ -44,6 +45,8 @@ class SummariesContract(ContractBase):
         assert texts(s.history(last=4)) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(last=9)) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(last=3, full=True)) == ["m3", "m4", "m5"]
+        assert texts(s.history(last=4, full=True)) == ["S", "m3", "m4", "m5"]
+        assert texts(s.history(last=5, full=True)) == ["m2", "S", "m3", "m4", "m5"]
 
     def test_appends_after_through_stay_after_the_summary(self, store: Any) -> None:
         """Messages appended while the summary was being made are kept after it.

@@ -111,11 +111,16 @@ class Mutant:
 
     def site(self, text: str) -> tuple[str, str, int, str]:
         """Where the mutant is, in terms that outlive edits elsewhere in the file: the
-        file, its line (stripped), the column in that stripped line, the replacement."""
+        file, its line (stripped), the column in that stripped line, the replacement.
+        A line the file holds more than once (stripped) is named with its occurrence,
+        counted from the top: 'for i = 1, count do (occurrence 2)'."""
         first = text.rfind("\n", 0, self.start) + 1
         line = text[first:text.find("\n", self.start)]
         indent = len(line) - len(line.lstrip())
-        return self.file, line.strip(), self.start - first - indent, self.replacement
+        name, lines = line.strip(), [x.strip() for x in text.splitlines()]
+        if lines.count(name) > 1:
+            name += f" (occurrence {lines[:text.count(chr(10), 0, first)].count(name) + 1})"
+        return self.file, name, self.start - first - indent, self.replacement
 
 
 # -- equivalent mutants: they cannot change what any caller sees -----------------------
@@ -177,6 +182,11 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
        column, new, "performance only: every append starts a new run at its first node, "
        "a valid (shorter) run, so reads walk the chain more often")
       for column, new in ((33, "+"), (35, "0"))),
+    ("redis_lua/write.lua", "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
+     3, "", "performance only: every append to a session with a run (start(), rollback "
+     "and fork give each one) starts a new run at its first node, a valid (shorter) "
+     "run; a session stored before runs gets none, so its reads walk the chain as "
+     "they did"),
     ("redis_lua/read.lua", "local bodies, depths = messages(head, depth, count, false)", 52,
      "true", "performance only: the chain read's walk also cuts out message ids nobody "
      "reads"),
@@ -251,6 +261,27 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
        for file, line in (
            ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base"),
            ("redis_lua/read.lua", "if summary ~= 0 and through > base then")))),
+    *(("redis_lua/read.lua", f"for i = 1, count do (occurrence {k})", 8, "0",
+       f"{where} also runs for i = 0: depths[0] and bodies[0] are never set (chain(), "
+       f"newest() and hmget() fill 1 to count), so it assigns nil to {what}, which "
+       "stores nothing") for k, where, what in (
+           (1, "stored()'s loop", "reply[-1] and reply[0]"),
+           (2, "the full view's loop", "reply[#reply + 1] and reply[#reply + 2] (and "
+            "at[nil] reads nil)"))),
+    ("redis_lua/write.lua", "run = 1, summary = 0, through = 0, new = true}", 6, "0",
+     "a new session's run starting at node 0 instead of 1: newest() takes the run's "
+     "shortcut when head - run + 1 >= count, and count <= depth <= head (node ids "
+     "start at 1 and each exceeds its parent's), so head + 1 >= count exactly when "
+     "head >= count; pop lowers run only below it (to 0 when it pops node 1: the same "
+     "0), and an append after anything but the head's successor sets run anew"),
+    ("redis_lua/index.lua", "for i = 1, math.min(#a, #b) do", 8, "0",
+     "less() also compares byte 0: string.byte(s, 0) returns nothing, so x and y are "
+     "both nil and the loop goes on to byte 1"),
+    ("redis_lua/index.lua", "return #a < #b", 10, "<=",
+     "less() gets there only when one id is a prefix of the other, and `<=` differs "
+     "only for two equal ids; below() compares the position's id only with the ids "
+     "tied at its key, and it is not one of them (had it been, the ZSCORE check "
+     "returned already; a member has one score)"),
 ]
 
 

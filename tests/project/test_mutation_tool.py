@@ -51,6 +51,22 @@ def test_each_equivalent_names_one_mutant_of_the_catalogue() -> None:
         assert entry[4], entry
 
 
+@pytest.mark.parametrize("target", sorted(tool.TARGETS))
+def test_every_mutant_has_a_site_of_its_own(target: str) -> None:
+    """The site is the equivalents list's key: a line the file holds twice (read.lua's
+    `for i = 1, count do`) is named with its occurrence, so each of its mutants can be
+    listed alone."""
+    texts = {f: (tool.BACKENDS / f).read_text("utf-8") for f in tool.TARGETS[target].files}
+    sites = [m.site(texts[m.file]) for m in tool.catalogue(tool.TARGETS[target])]
+    assert len(set(sites)) == len(sites)
+    text = "x = 1\nif a then\n  x = 1\nend\nx = 1\n"
+    m = tool.Mutant(0, "f.lua", 3, "constant", "1", "0", text.index("1\nend"),
+                    text.index("1\nend") + 1)
+    assert m.site(text) == ("f.lua", "x = 1 (occurrence 2)", 4, "0")
+    unique = tool.Mutant(0, "f.lua", 2, "negation", "if", "", 6, 8)
+    assert unique.site(text) == ("f.lua", "if a then", 0, "")
+
+
 def test_comments_and_string_literals_are_not_mutated() -> None:
     lua = "-- a == b and c\nlocal x = 'a == b' .. \"c < d\"\nif x == 1 then end\n"
     assert tool.masked(lua, "lua").count("==") == 1

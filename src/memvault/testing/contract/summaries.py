@@ -36,7 +36,8 @@ class SummariesContract(ContractBase):
         assert event.detail["through"] == msgs[2].id and event.detail["messages"] == 3
 
     def test_history_last_around_the_summary(self, store: Any) -> None:
-        """history(last=N) counts the summary as the oldest message of the view.
+        """history(last=N) counts the summary as the oldest message of the view; in
+        the full view the summary is newer than the message it was taken through.
         Failing: last=N reads past the floor or drops the summary."""
         s, _ = _summarized(store)
         assert texts(s.history(last=2)) == ["m4", "m5"]
@@ -44,6 +45,8 @@ class SummariesContract(ContractBase):
         assert texts(s.history(last=4)) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(last=9)) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(last=3, full=True)) == ["m3", "m4", "m5"]
+        assert texts(s.history(last=4, full=True)) == ["S", "m3", "m4", "m5"]
+        assert texts(s.history(last=5, full=True)) == ["m2", "S", "m3", "m4", "m5"]
 
     def test_appends_after_through_stay_after_the_summary(self, store: Any) -> None:
         """Messages appended while the summary was being made are kept after it.
@@ -241,17 +244,18 @@ class SummariesContract(ContractBase):
 
     def test_a_trim_to_exactly_through_hides_the_summary(self, store: Any) -> None:
         """A trim to exactly the summary's last message (base = through) hides the
-        summary: pop returns the messages after it and then None, never the hidden
-        summary; a fork, of the session or of a snapshot taken then, copies no
-        summary, not even hidden. Failing: PostgreSQL's pop and fork compared
-        ``through >= base`` (mutants survived the suite).
+        summary: info counts only the messages after it; pop returns them and then
+        None, never the hidden summary; a fork, of the session or of a snapshot taken
+        then, copies no summary, not even hidden. Failing: PostgreSQL's pop and fork
+        compared ``through >= base`` (mutants survived the suite).
         """
         s = store.session("s")
         msgs = users(5)
         s.append(msgs)
         s.summarize(Message.system("kiwi summary"), through=msgs[2].id)
         s.trim(keep_last=2)  # base 3: hides m0..m2, and with them the summary (through 3)
-        assert texts(s.history()) == ["m3", "m4"] and s.info().summarized == 0
+        assert texts(s.history()) == ["m3", "m4"]
+        assert (s.info().length, s.info().summarized) == (2, 0)
         s.snapshot("cp")
         indexed = hasattr(store.backend, "search")
         for copy in (s.fork("f"), s.fork("g", at="cp")):

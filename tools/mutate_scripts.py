@@ -159,6 +159,13 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "damaged chain the same CorruptRecordError, its reason saying chain, not "
         "message)") for column, new in (
         (34, "-"), (36, "0"), (38, ">")))),
+    ("redis_lua/write.lua", "local stamp = string.format('%.0f', math.max(tonumber(clock()), "
+     "(tonumber(r.stamp) or 0) + 1))", 86, "1",
+     "a session with no stamp yet gets max(clock, 2) instead of max(clock, 1): the "
+     "server's clock in microseconds (about 1.8e15) is the larger either way"),
+    ("redis_lua/write.lua", "if reply == nil then reply = false end", 29, "true",
+     "no operation a cluster sends returns nothing from run(): only 'reindex' does, and "
+     "a cluster's pages settle with 'fence' instead"),
     ("redis_lua/hint.lua", "return 1", 7, "0",
      "the reply of hint.lua's 'apply' is never read: a write's update of the index "
      "(Afterward) and a page's settling both drop it"),

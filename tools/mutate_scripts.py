@@ -254,6 +254,18 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ("postgres_sql/functions.sql", "IF v_node.parent > 0 THEN", 17, ">=",
      "_garbage also writes v_floor[0] for a first node (PostgreSQL extends the array "
      "below 1); no node is 0, so nothing reads it"),
+    *(("postgres_sql/functions.sql",
+       "v_floor bigint[] := array_fill(NULL::bigint, "
+       "ARRAY[greatest(p_row.next_node, 1)::integer]);",
+       column, new, why) for column, new, why in (
+        (51, "least", "performance only: _garbage's arrays start one element long and "
+         "grow as it assigns past their end (PL/pgSQL fills the gap with NULL, and "
+         "reading past the end gives NULL too): the same floors, wants and result"),
+        (77, "0", "next_node is never below 1 (a session row starts at 1 and it only "
+         "grows), so greatest(next_node, 0) is greatest(next_node, 1)"))),
+    ("postgres_sql/functions.sql", "IF cardinality(v_dead) > 0 THEN", 23, ">=",
+     "performance only: with no dead node compact_step also runs its three DELETEs "
+     "for `node = ANY ('{}')`, which match no row, and adds 0 to its count"),
     ("postgres_sql/functions.sql", "EXIT WHEN done > 0 AND v_budget <= 0;", 15, ">=",
      "compact_step's first session: done is 0 and v_budget is p_budget, which the "
      "client always sends positive (COMPACT_STEP_NODES), so `v_budget <= 0` decides "

@@ -184,6 +184,34 @@ class SearchContract(ContractBase):
         gone.delete()
         assert [h.message.content for h in s.search("melon")] == before
 
+    def test_compacted_messages_leave_the_ranking_statistics(self, store: Any) -> None:
+        """Once compact deletes the messages a trim hid, they weigh no more in the
+        ranking's statistics: every score is exactly what it was while the store held
+        only what is left (as many documents, as long). Failing: PostgreSQL's compact
+        left a deleted node's postings behind, counted in its words' idf (a mutant
+        survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user("melon"), Message.user("melon pie melon"), Message.user("fig")])
+        stand_in = store.session("stand-in")
+        stand_in.append([Message.user("plain words")])
+
+        def scores() -> list[tuple[str, float]]:
+            return [(str(h.message.content), h.score) for h in s.search("melon fig", k=10)]
+
+        before = scores()
+        t = store.session("t")
+        t.append([Message.user("melon melon fig"), Message.user("fig melon"),
+                  Message.user("plain words")])
+        assert len(store.search("melon", k=10)) == 4  # t's messages are indexed
+        t.trim(keep_last=1)
+        stand_in.delete()  # t's last message stands in for it
+        assert store.compact(keep_events=0).nodes == 2
+        after = scores()
+        assert [text for text, _ in after] == [text for text, _ in before]
+        assert [score for _, score in after] == pytest.approx(
+            [score for _, score in before], rel=1e-9)
+
     @pytest.mark.parametrize("seed", range(3))
     def test_hits_are_the_full_view_after_random_pops_and_rollbacks(
             self, store: Any, seed: int) -> None:

@@ -150,6 +150,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      84, "0", "each HMGET slice one field longer: the next slice reads that field again "
      "into the same place"),
     ("redis_lua/common.lua",
+     "local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,",
+     82, "+", "each HMGET slice two fields longer (502 values, far below unpack's limit): "
+     "the next slice reads those fields again into the same places"),
+    ("redis_lua/common.lua",
      "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0", 63, "1",
      "chain's initial `used`: the first guess is the node itself, so the loop always "
      "sets used (or returns) before it is read"),
@@ -166,6 +170,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ("redis_lua/write.lua", "if reply == nil then reply = false end", 29, "true",
      "no operation a cluster sends returns nothing from run(): only 'reindex' does, and "
      "a cluster's pages settle with 'fence' instead"),
+    ("redis_lua/hint.lua", "redis.call('ZADD', KEYS[1], 0, id)", 28, "1",
+     "the cluster's id order (kept by this line alone) gets score 1 for every id "
+     "instead of 0: all alike, so the set is ordered by the ids' bytes the same, and "
+     "its cursors carry no score"),
     ("redis_lua/hint.lua", "return 1", 7, "0",
      "the reply of hint.lua's 'apply' is never read: a write's update of the index "
      "(Afterward) and a page's settling both drop it"),

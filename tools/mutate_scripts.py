@@ -4,24 +4,31 @@ PostgreSQL functions.
 Each mutant is one small change to one script (a comparison flipped, ``and`` for ``or``,
 a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted). The
 backend's sync contract class (for Redis also its model, damaged-data and session-index
-tests, which reach stored formats the contract cannot) runs once clean in this process, noting which
-operations each test calls and how long it takes. Then, for each mutant: memvault is made
-to send the mutated script (in memory: the Lua text, or the SQL applied to each new
-schema); a mutant the server refuses to load is *stillborn* and not counted; one listed
-in ``EQUIVALENT`` is not run and not counted; the tests that call an operation reaching
-the changed code run in a pytest process of their own (this module is its plugin and
-installs the mutant there), cheapest killers first, until one fails. A mutant is
-*killed* when a test fails, *timed out* when the run takes three times its tests' clean
-time plus 30 s, twice (the second time with four times as long: a busy machine is not a
-kill), counted as killed as mutmut does, and *survived* when every test passes. Redis
-mutants run on a private redis-server, restarted after a timeout or while a looping
-script keeps it busy, so such a script blocks nothing else; PostgreSQL runs get a
-``statement_timeout``. (Running each mutant as another pytest session inside one process
-was tried and dropped: some tests fail in a second session of the same process, which
-killed every mutant, as the no-op control test showed.)
+tests, which reach stored formats the contract cannot, and the cluster's tests: its sync
+contract class and the races of its session index) runs once clean in this process,
+noting which operations each test calls, whether it wrote on a cluster, and how long it
+takes. Then, for each mutant: memvault is made to send the mutated script (in memory:
+the Lua text, or the SQL applied to each new schema); a mutant the server refuses to
+load is *stillborn* and not counted; one listed in ``EQUIVALENT`` is not run and not
+counted; the tests that call an operation reaching the changed code run in a pytest
+process of their own (this module is its plugin and installs the mutant there), cheapest
+killers first, until one fails. Code that runs on a Redis Cluster only (hint.lua, which
+keeps the cluster's session index, and write.lua's fenced paths: ``mode_spans``) runs
+only the cluster's tests; code that runs on a single server only, only the others. A
+mutant is *killed* when a test fails, *timed out* when the run takes three times its
+tests' clean time plus 30 s, twice (the second time with four times as long: a busy
+machine is not a kill), counted as killed as mutmut does, and *survived* when every test
+passes. Redis mutants run on a private redis-server and one private 3-primary cluster
+shared by every mutant's run (``$MEMVAULT_TEST_REDIS_CLUSTER_URL``; each test empties
+it), both started again after a timeout or while a looping script keeps them busy, so
+such a script blocks nothing else; PostgreSQL runs get a ``statement_timeout``. (Running
+each mutant as another pytest session inside one process was tried and dropped: some
+tests fail in a second session of the same process, which killed every mutant, as the
+no-op control test showed.)
 
 The multi-process contract tests (and the lost-write checker's) are left out: their
-worker processes would load the scripts unmutated from disk.
+worker processes would load the scripts unmutated from disk. So is the cluster's async
+contract class: it runs the same scripts as its sync one.
 
     python tools/mutate_scripts.py redis --out mutation-redis.json
     python tools/mutate_scripts.py postgres --list           # the catalogue, nothing run
@@ -45,6 +52,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -70,10 +78,10 @@ class Target:
 TARGETS = {
     "redis": Target(
         "redis", ("redis_lua/common.lua", "redis_lua/read.lua", "redis_lua/write.lua",
-                  "redis_lua/index.lua"),
+                  "redis_lua/index.lua", "redis_lua/hint.lua"),
         ("tests/backends/test_contract_redis.py::TestRedis",
          "tests/backends/test_redis_model.py", "tests/backends/test_redis_corrupt.py",
-         "tests/backends/test_redis_index.py"), "lua"),
+         "tests/backends/test_redis_index.py", "tests/backends/test_redis_cluster.py"), "lua"),
     "postgres": Target(
         "postgres", ("postgres_sql/functions.sql",),
         ("tests/backends/test_contract_postgres.py::TestPostgres",
@@ -84,7 +92,7 @@ TARGETS = {
 
 # The Redis scripts: redis_ops' name of each -> its file, redis_lua/<file>.lua (each is
 # sent with common.lua before it).
-SCRIPTS = {"READ": "read", "WRITE": "write", "INDEX": "index"}
+SCRIPTS = {"READ": "read", "WRITE": "write", "INDEX": "index", "HINT": "hint"}
 
 
 @dataclass(frozen=True)
@@ -103,11 +111,16 @@ class Mutant:
 
     def site(self, text: str) -> tuple[str, str, int, str]:
         """Where the mutant is, in terms that outlive edits elsewhere in the file: the
-        file, its line (stripped), the column in that stripped line, the replacement."""
+        file, its line (stripped), the column in that stripped line, the replacement.
+        A line the file holds more than once (stripped) is named with its occurrence,
+        counted from the top: 'for i = 1, count do (occurrence 2)'."""
         first = text.rfind("\n", 0, self.start) + 1
         line = text[first:text.find("\n", self.start)]
         indent = len(line) - len(line.lstrip())
-        return self.file, line.strip(), self.start - first - indent, self.replacement
+        name, lines = line.strip(), [x.strip() for x in text.splitlines()]
+        if lines.count(name) > 1:
+            name += f" (occurrence {lines[:text.count(chr(10), 0, first)].count(name) + 1})"
+        return self.file, name, self.start - first - indent, self.replacement
 
 
 # -- equivalent mutants: they cannot change what any caller sees -----------------------
@@ -137,6 +150,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      84, "0", "each HMGET slice one field longer: the next slice reads that field again "
      "into the same place"),
     ("redis_lua/common.lua",
+     "local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,",
+     82, "+", "each HMGET slice two fields longer (502 values, far below unpack's limit): "
+     "the next slice reads those fields again into the same places"),
+    ("redis_lua/common.lua",
      "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0", 63, "1",
      "chain's initial `used`: the first guess is the node itself, so the loop always "
      "sets used (or returns) before it is read"),
@@ -146,6 +163,20 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "damaged chain the same CorruptRecordError, its reason saying chain, not "
         "message)") for column, new in (
         (34, "-"), (36, "0"), (38, ">")))),
+    ("redis_lua/write.lua", "local stamp = string.format('%.0f', math.max(tonumber(clock()), "
+     "(tonumber(r.stamp) or 0) + 1))", 86, "1",
+     "a session with no stamp yet gets max(clock, 2) instead of max(clock, 1): the "
+     "server's clock in microseconds (about 1.8e15) is the larger either way"),
+    ("redis_lua/write.lua", "if reply == nil then reply = false end", 29, "true",
+     "no operation a cluster sends returns nothing from run(): only 'reindex' does, and "
+     "a cluster's pages settle with 'fence' instead"),
+    ("redis_lua/hint.lua", "redis.call('ZADD', KEYS[1], 0, id)", 28, "1",
+     "the cluster's id order (kept by this line alone) gets score 1 for every id "
+     "instead of 0: all alike, so the set is ordered by the ids' bytes the same, and "
+     "its cursors carry no score"),
+    ("redis_lua/hint.lua", "return 1", 7, "0",
+     "the reply of hint.lua's 'apply' is never read: a write's update of the index "
+     "(Afterward) and a page's settling both drop it"),
     ("redis_lua/common.lua", "for i = 1, count do", 8, "0",
      "newest() also sets nodes[0] and depths[0], which hmget() and every caller (1 to "
      "count) never read"),
@@ -166,6 +197,11 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
        column, new, "performance only: every append starts a new run at its first node, "
        "a valid (shorter) run, so reads walk the chain more often")
       for column, new in ((33, "+"), (35, "0"))),
+    ("redis_lua/write.lua", "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
+     3, "", "performance only: every append to a session with a run (start(), rollback "
+     "and fork give each one) starts a new run at its first node, a valid (shorter) "
+     "run; a session stored before runs gets none, so its reads walk the chain as "
+     "they did"),
     ("redis_lua/read.lua", "local bodies, depths = messages(head, depth, count, false)", 52,
      "true", "performance only: the chain read's walk also cuts out message ids nobody "
      "reads"),
@@ -179,6 +215,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
           ("CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 "
            "END", 23),
           ("IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN", 36))),
+    ("postgres_sql/functions.sql",
+     "CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 END",
+     39, ">=", "info's summarized count: with through = base the THEN branch is "
+     "through - base = 0, the ELSE branch's value"),
     ("postgres_sql/functions.sql",
      "FROM behind b JOIN @schema@.nodes n ON n.sid = b.sid AND n.node > b.mark", 64, ">=",
      "performance only: search_pending also returns the node at the watermark, indexed "
@@ -218,6 +258,18 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ("postgres_sql/functions.sql", "IF v_node.parent > 0 THEN", 17, ">=",
      "_garbage also writes v_floor[0] for a first node (PostgreSQL extends the array "
      "below 1); no node is 0, so nothing reads it"),
+    *(("postgres_sql/functions.sql",
+       "v_floor bigint[] := array_fill(NULL::bigint, "
+       "ARRAY[greatest(p_row.next_node, 1)::integer]);",
+       column, new, why) for column, new, why in (
+        (51, "least", "performance only: _garbage's arrays start one element long and "
+         "grow as it assigns past their end (PL/pgSQL fills the gap with NULL, and "
+         "reading past the end gives NULL too): the same floors, wants and result"),
+        (77, "0", "next_node is never below 1 (a session row starts at 1 and it only "
+         "grows), so greatest(next_node, 0) is greatest(next_node, 1)"))),
+    ("postgres_sql/functions.sql", "IF cardinality(v_dead) > 0 THEN", 23, ">=",
+     "performance only: with no dead node compact_step also runs its three DELETEs "
+     "for `node = ANY ('{}')`, which match no row, and adds 0 to its count"),
     ("postgres_sql/functions.sql", "EXIT WHEN done > 0 AND v_budget <= 0;", 15, ">=",
      "compact_step's first session: done is 0 and v_budget is p_budget, which the "
      "client always sends positive (COMPACT_STEP_NODES), so `v_budget <= 0` decides "
@@ -236,6 +288,27 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
        for file, line in (
            ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base"),
            ("redis_lua/read.lua", "if summary ~= 0 and through > base then")))),
+    *(("redis_lua/read.lua", f"for i = 1, count do (occurrence {k})", 8, "0",
+       f"{where} also runs for i = 0: depths[0] and bodies[0] are never set (chain(), "
+       f"newest() and hmget() fill 1 to count), so it assigns nil to {what}, which "
+       "stores nothing") for k, where, what in (
+           (1, "stored()'s loop", "reply[-1] and reply[0]"),
+           (2, "the full view's loop", "reply[#reply + 1] and reply[#reply + 2] (and "
+            "at[nil] reads nil)"))),
+    ("redis_lua/write.lua", "run = 1, summary = 0, through = 0, new = true}", 6, "0",
+     "a new session's run starting at node 0 instead of 1: newest() takes the run's "
+     "shortcut when head - run + 1 >= count, and count <= depth <= head (node ids "
+     "start at 1 and each exceeds its parent's), so head + 1 >= count exactly when "
+     "head >= count; pop lowers run only below it (to 0 when it pops node 1: the same "
+     "0), and an append after anything but the head's successor sets run anew"),
+    ("redis_lua/index.lua", "for i = 1, math.min(#a, #b) do", 8, "0",
+     "less() also compares byte 0: string.byte(s, 0) returns nothing, so x and y are "
+     "both nil and the loop goes on to byte 1"),
+    ("redis_lua/index.lua", "return #a < #b", 10, "<=",
+     "less() gets there only when one id is a prefix of the other, and `<=` differs "
+     "only for two equal ids; below() compares the position's id only with the ids "
+     "tied at its key, and it is not one of them (had it been, the ZSCORE check "
+     "returned already; a member has one score)"),
 ]
 
 
@@ -392,16 +465,26 @@ def units(target: Target) -> list[Unit]:
     return found
 
 
+def call_sites(target: Target, all_units: list[Unit], texts: dict[str, str],
+               caller: Unit) -> Iterator[tuple[Unit, int]]:
+    """The functions ``caller`` calls, each with the offset of a call: a Lua script
+    calls its own functions and common.lua's (each script file has its own names)."""
+    body = texts[caller.file][caller.start:caller.end]
+    prefix = r"(?<![\w.])" if target.lang == "lua" else r"@schema@\."
+    shared = [f for f in target.files if f.endswith("common.lua")]
+    known = {u.name[3:]: u for file in (*shared, caller.file) for u in all_units
+             if u.file == file and u.name.startswith("fn:")}  # its own file's win
+    for name, callee in known.items():
+        for m in re.finditer(prefix + re.escape(name) + r"\(", body):
+            if not body[:m.start()].lower().endswith("function "):  # not its definition
+                yield callee, caller.start + m.start()
+
+
 def entries_reaching(target: Target) -> dict[Unit, set[tuple[str, str]]]:
     """For each unit, the entry points (script, operation) whose run can reach it."""
     all_units = units(target)
     texts = {f: masked((BACKENDS / f).read_text("utf-8"), target.lang) for f in target.files}
-    calls: dict[Unit, set[str]] = {}
-    names = {u.name[3:] for u in all_units if u.name.startswith("fn:")}
-    for u in all_units:
-        body = texts[u.file][u.start:u.end]
-        prefix = r"(?<![\w.])" if target.lang == "lua" else r"@schema@\."
-        calls[u] = {n for n in names if re.search(prefix + re.escape(n) + r"\(", body)}
+    calls = {u: {f for f, _ in call_sites(target, all_units, texts, u)} for u in all_units}
     by_function = {u.name[3:]: u for u in all_units if u.name.startswith("fn:")}
 
     def closure(start: list[Unit]) -> set[Unit]:
@@ -411,7 +494,7 @@ def entries_reaching(target: Target) -> dict[Unit, set[tuple[str, str]]]:
             u = todo.pop()
             if u not in seen:
                 seen.add(u)
-                todo.extend(by_function[n] for n in calls[u])
+                todo.extend(calls[u])
         return seen
 
     reached: dict[Unit, set[tuple[str, str]]] = {u: set() for u in all_units}
@@ -430,6 +513,71 @@ def entries_reaching(target: Target) -> dict[Unit, set[tuple[str, str]]]:
             for u in closure([fn]):
                 reached[u].add(("sql", fn.name[3:]))
     return reached
+
+
+# -- where a mutant's code runs: on a single server, on a cluster, or on both -----------
+# write.lua runs with the session index's keys on a single server (INDEXED) and with the
+# session's fence on a cluster (FENCED). Code under `if FENCED then`, or after a top-level
+# `if not FENCED then return ... end`, runs on a cluster only; under `if INDEXED then`, on
+# a single server only; a function all of whose calls lie in one mode's code, in that
+# mode only. A mutant there runs only the tests of that mode (a cluster test is one that
+# called hint.lua or a fenced write.lua: hint.lua's mutants run only those, as nothing
+# else calls it).
+
+MODES = {"FENCED": "cluster", "INDEXED": "single"}
+_GUARD = re.compile(r"\bif (not )?(FENCED|INDEXED) then\b")
+_BLOCK = re.compile(r"\b(?:if|function|do|repeat|end|until)\b")
+
+
+def _block_end(text: str, start: int) -> int:
+    """The offset just past the ``end`` closing the Lua block open at ``start``."""
+    depth = 0
+    for m in _BLOCK.finditer(text, start):
+        if m.group() not in ("end", "until"):
+            depth += 1
+        elif depth == 0:
+            return m.end()
+        else:
+            depth -= 1
+    return len(text)
+
+
+def mode_spans(target: Target) -> dict[str, list[tuple[int, int, str]]]:
+    """Per file, the spans that run in one mode only: (start, end, mode)."""
+    all_units = units(target)
+    texts = {f: masked((BACKENDS / f).read_text("utf-8"), target.lang) for f in target.files}
+    spans: dict[str, list[tuple[int, int, str]]] = {f: [] for f in target.files}
+    if target.lang != "lua":
+        return spans
+    for file, text in texts.items():
+        for m in _GUARD.finditer(text):
+            mode = MODES[m.group(2)]
+            end = _block_end(text, m.end())
+            if not m.group(1):
+                spans[file].append((m.end(), end, mode))
+                continue
+            other = next(x for x in MODES.values() if x != mode)
+            spans[file].append((m.end(), end, other))
+            if text[m.end():end].split()[0] == "return":  # at the top: the rest is `mode`'s
+                spans[file].append((end, len(text), mode))
+    while True:
+        callers: dict[Unit, set[str | None]] = {}
+        for u in all_units:
+            for callee, at in call_sites(target, all_units, texts, u):
+                callers.setdefault(callee, set()).add(mode_at(spans, u.file, at))
+        only = [(f, {m for m in found if m}) for f, found in callers.items()
+                if None not in found and len(found) == 1
+                and mode_at(spans, f.file, f.start) is None]
+        if not only:
+            return spans
+        for f, (mode,) in only:
+            spans[f.file].append((f.start, f.end, mode))
+
+
+def mode_at(spans: dict[str, list[tuple[int, int, str]]], file: str, at: int) -> str | None:
+    """The only mode the code at ``at`` runs in (None: both)."""
+    inside = [s for s in spans[file] if s[0] <= at < s[1]]
+    return max(inside)[2] if inside else None  # the innermost: the last to start
 
 
 # -- running: one pytest session, every mutant in turn ------------------------------------
@@ -475,10 +623,60 @@ class PrivateRedis:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def ready(self) -> bool:
+        """Alive (a busy one is found by the next mutant's script load)."""
+        return self.alive()
+
     def stop(self) -> None:
         if self.process is not None:
             self.process.kill()
             self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class PrivateCluster:
+    """A Redis Cluster of our own (three primaries) for the cluster tests of every
+    mutant: tests/support/redis.py's ``shared_cluster`` takes it from the environment,
+    and each test empties it. Started again, on new ports, when it is down or busy."""
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        self.start()
+
+    def start(self) -> None:
+        from tests.support.redis import CLUSTER_URL
+
+        from memvault.torture.servers import RedisCluster
+
+        folder = Path(tempfile.mkdtemp(prefix="memvault-mutate-cluster-"))
+        self.cluster = RedisCluster(folder, 3, durable=False)
+        os.environ[CLUSTER_URL] = self.cluster.nodes[0].url
+
+    def alive(self) -> bool:
+        return all(node.process is not None and node.process.poll() is None
+                   for node in self.cluster.nodes)
+
+    def ready(self) -> bool:
+        """Every primary runs and answers (is not busy with a looping script)."""
+        import redis
+
+        if not self.alive():
+            return False
+        for node in self.cluster.nodes:
+            client = redis.Redis(port=node.port, socket_timeout=2)
+            try:
+                client.ping()
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+        return True
+
+    def stop(self) -> None:
+        self.cluster.close()
 
     def restart(self) -> None:
         self.stop()
@@ -491,18 +689,23 @@ class Mutate:
 
     def __init__(self, target: Target, keyword: str | None, test_seconds: float) -> None:
         self.target = target
-        # The multi-process tests' workers would load the scripts unmutated from disk.
-        self.keyword = "not process and not lost_write"
+        # The multi-process tests' workers would load the scripts unmutated from disk;
+        # the cluster's async contract runs the scripts as its sync one does.
+        self.keyword = "not process and not lost_write and not TestRedisClusterAsync"
         if keyword:
             self.keyword = f"({self.keyword}) and ({keyword})"
         self.kills: Counter[str] = Counter()
         self.reached = entries_reaching(target)
         self.calls: dict[str, set[tuple[str, str]]] = {}  # test -> what it called
+        self.cluster_tests: set[str] = set()  # the tests that wrote on a cluster
+        self.spans = mode_spans(target)
         self.clean_seconds: Counter[str] = Counter()
         self.clean_failed: list[str] = []
         self.redis = PrivateRedis() if target.name == "redis" else None
+        self.servers: list[PrivateRedis | PrivateCluster] = []
         if self.redis is not None:
             os.environ["MEMVAULT_TEST_REDIS_URL"] = self.redis.url
+            self.servers = [self.redis, PrivateCluster()]
         # A runaway mutated function stops on the server too, not only in the client.
         os.environ["PGOPTIONS"] = f"-c statement_timeout={int(test_seconds * 1000)}"
         from memvault.backends import postgres_migrations, redis_ops
@@ -513,8 +716,8 @@ class Mutate:
 
     def close(self) -> None:
         self._install(self.clean)
-        if self.redis is not None:
-            self.redis.stop()
+        for server in self.servers:
+            server.stop()
 
     # -- applying a mutant in memory -------------------------------------------------
 
@@ -599,15 +802,22 @@ class Mutate:
 
         mutate = self
         seen: set[tuple[str, str]] = set()
+        clustered: list[bool] = []  # whether the running test wrote on a cluster
         scripts = {getattr(redis_ops, name).sha: script for name, script in SCRIPTS.items()}
         eval_, execute = redis_ops.Eval, psycopg.Connection.execute
 
         @dataclass(frozen=True)
         class Recorded(eval_):  # type: ignore[valid-type,misc]
             def __post_init__(self) -> None:
-                op = self.args[0]  # index.lua has no operations: any of its calls reaches it
-                seen.add((scripts.get(self.script.sha, "other"),  # other: not mutated
-                          op.decode() if isinstance(op, bytes) else str(op)))
+                script = scripts.get(self.script.sha, "other")  # other: not mutated
+                # a fenced write (a cluster's: the session's keys and its fence) has its
+                # generation before the operation; index.lua has no operations: any
+                # of its calls reaches it
+                fenced = script == "write" and len(self.keys) == len(redis_ops.SUFFIXES) + 1
+                op = self.args[1 if fenced else 0]
+                seen.add((script, op.decode() if isinstance(op, bytes) else str(op)))
+                if fenced or script == "hint":
+                    clustered.append(True)
 
         def recorded(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
             if isinstance(query, str) and "CREATE OR REPLACE FUNCTION" not in query:
@@ -618,10 +828,13 @@ class Mutate:
             @pytest.hookimpl(wrapper=True)
             def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
                 seen.clear()
+                clustered.clear()
                 try:
                     return (yield)
                 finally:
                     mutate.calls[item.nodeid] = set(seen)
+                    if clustered:
+                        mutate.cluster_tests.add(item.nodeid)
 
             def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
                 mutate.clean_seconds[report.nodeid] += report.duration
@@ -638,15 +851,18 @@ class Mutate:
         return sorted(self.calls)
 
     def _reaching(self, mutant: Mutant) -> list[str]:
-        """The tests that call an operation reaching ``mutant``: cheap killers first (kills
-        per second of clean run; untried tests, the shortest first)."""
+        """The tests that call an operation reaching ``mutant``, on a server of the mode
+        its code runs in: cheap killers first (kills per second of clean run; untried
+        tests, the shortest first)."""
         unit = next(u for u in self.reached
                     if u.file == mutant.file and u.start <= mutant.start < u.end)
         entries = self.reached[unit]
         wanted = {e for e in entries if e[1] != "*"}
         anything = {e[0] for e in entries if e[1] == "*"}
+        mode = mode_at(self.spans, mutant.file, mutant.start)
         chosen = [t for t, calls in self.calls.items()
-                  if any(c in wanted or c[0] in anything for c in calls)]
+                  if any(c in wanted or c[0] in anything for c in calls)
+                  and mode in (None, "cluster" if t in self.cluster_tests else "single")]
         return sorted(chosen, key=lambda t: -(self.kills[t] + 0.5)
                       / max(self.clean_seconds.get(t, 1.0), 0.05))
 
@@ -670,24 +886,30 @@ class Mutate:
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider",
                    "-p", Path(__file__).stem, *tests]
         # A busy machine can slow a run past the limit: a timeout counts only when a
-        # second run, with four times the time, times out too. A run during which the
-        # private redis-server died (killed from outside) is no verdict: it runs again.
+        # second run, with four times the time, times out too. A run during which a
+        # private server died (killed from outside) is no verdict: it runs again.
         allowed, deaths = [limit, 4 * limit], 0
+        for server in self.servers:
+            if not server.ready():
+                server.restart()  # the cluster may be busy with the last mutant's loop
         while allowed:
+            env.update({k: v for k, v in os.environ.items() if k.startswith("MEMVAULT_TEST")})
             try:
                 done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True,
                                       text=True, timeout=allowed[0])
             except subprocess.TimeoutExpired:
                 allowed.pop(0)
-                if self.redis is not None:
-                    self.redis.restart()  # it may still be running a looping script
+                for server in self.servers:
+                    server.restart()  # it may still be running a looping script
                 continue
-            if self.redis is None or self.redis.alive():
+            dead = [server for server in self.servers if not server.alive()]
+            if not dead:
                 break
             deaths += 1
             if deaths == 3:
-                raise RuntimeError("the private redis-server keeps dying")
-            self.redis.restart()
+                raise RuntimeError("a private Redis server keeps dying")
+            for server in dead:
+                server.restart()
         else:
             return Outcome(mutant, "timeout", time.monotonic() - started)
         seconds = time.monotonic() - started
@@ -757,6 +979,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{' EQUIVALENT: ' + why if why else ''}")
         return 0
     os.chdir(ROOT)
+    sys.path.insert(0, str(ROOT))  # tests.support, as pytest has it (pythonpath)
     mutate = Mutate(target, args.keyword, args.test_seconds)
     outcomes: list[Outcome] = []
     try:

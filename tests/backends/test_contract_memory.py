@@ -38,8 +38,12 @@ class MemoryContract:
         session.nodes[node.node] = dataclasses.replace(node, body=body)
 
     def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
-        if kind not in CHAIN_DAMAGE:
+        if kind not in (*CHAIN_DAMAGE, "summary"):
             pytest.skip("memory:// keeps events and snapshots as objects")
+        if kind == "summary":
+            session = self._nodes(store, session_id)
+            del session.nodes[max(n.node for n in session.nodes.values() if n.depth == depth)]
+            return
         session, node = self._at(store, session_id, depth)
         if kind == "missing":
             del session.nodes[node.node]

@@ -36,6 +36,8 @@ _SID = "(SELECT sid FROM sessions WHERE name = :name)"
 DAMAGE = {
     "missing": f"DELETE FROM nodes WHERE sid = {_SID} AND depth = :depth",
     "self-parent": f"UPDATE nodes SET parent = node WHERE sid = {_SID} AND depth = :depth",
+    "summary": f"DELETE FROM nodes WHERE sid = {_SID} AND node ="
+               f" (SELECT max(node) FROM nodes WHERE sid = {_SID} AND depth = :depth)",
     "event": f"UPDATE events SET detail = 'not json {{' WHERE sid = {_SID} AND id ="
              f" (SELECT max(id) FROM events WHERE sid = {_SID})",
     "snapshot": f"UPDATE snapshots SET created_at = 1e300 WHERE rowid ="

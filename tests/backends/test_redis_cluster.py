@@ -1,9 +1,11 @@
 """The contract suite on a real 3-master Redis Cluster, started from redis-server
-processes on private ports for this test session and stopped afterwards."""
+processes on private ports for this test session and stopped afterwards (or a running
+one: tests/support/redis.py, ``shared_cluster``)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,17 +25,24 @@ from memvault.paging import ORDERS
 from memvault.testing import AsyncStoreContract, StoreContract
 from memvault.testing.contract.inputs import WEIRD_IDS
 from memvault.testing.contract.paging import check_order, walk
-from tests.support.redis import RedisContract, RedisServer, flushed, raw_client, redis_cluster
+from tests.support.redis import (
+    ClusterNode,
+    RedisContract,
+    flushed,
+    raw_client,
+    redis_cluster,
+    shared_cluster,
+)
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisServer]]:
-    with redis_cluster(tmp_path_factory.mktemp("cluster")) as servers:
-        yield servers
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ClusterNode]]:
+    with shared_cluster(tmp_path_factory.mktemp("cluster")) as nodes:
+        yield nodes
 
 
 @pytest.fixture
-def cluster_url(cluster: list[RedisServer]) -> str:
+def cluster_url(cluster: list[ClusterNode]) -> str:
     return flushed(f"redis://127.0.0.1:{cluster[0].port}/0?cluster=true")
 
 
@@ -51,7 +60,7 @@ class TestRedisClusterAsync(ClusterContract, AsyncStoreContract):
     pass
 
 
-def test_sessions_spread_over_every_primary(cluster: list[RedisServer], cluster_url: str) -> None:
+def test_sessions_spread_over_every_primary(cluster: list[ClusterNode], cluster_url: str) -> None:
     """Sessions land on all three primaries, and sessions()/compact() find every one:
     the scan must visit each primary, not just the node the client first reached."""
     ids = [f"user-{i}" for i in range(60)]
@@ -64,7 +73,7 @@ def test_sessions_spread_over_every_primary(cluster: list[RedisServer], cluster_
     assert len(holders) == 3
 
 
-def test_cluster_keeps_its_session_index_in_one_slot(cluster: list[RedisServer],
+def test_cluster_keeps_its_session_index_in_one_slot(cluster: list[ClusterNode],
                                                      cluster_url: str) -> None:
     """A cluster keeps the session index in one hash-tagged slot (hint.lua), beside
     its sessions spread over every primary, and pages list every session from it.
@@ -283,6 +292,26 @@ def test_a_write_begun_before_a_page_settled_it_is_refused_and_redone(
         check_every_walk(store)
 
 
+def apply_late(store: memvault.Store, monkeypatch: pytest.MonkeyPatch,
+               first: Callable[[], object], second: Callable[[], object]) -> None:
+    """Run ``first`` (its index update held back, as if its writer stalled), then
+    ``second``, then send ``first``'s update: the two arrive in the other order."""
+    real = RedisBackend._send
+    held: list[Any] = []
+
+    def holding(self: Any, request: Any) -> Any:
+        if is_apply(request) and not held:
+            held.append(request)
+            return 1
+        return real(self, request)
+
+    monkeypatch.setattr(RedisBackend, "_send", holding)
+    first()
+    monkeypatch.undo()
+    second()
+    store.backend._send(held[0])
+
+
 def test_index_updates_arriving_out_of_order_keep_the_newest(
         cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two writes of one session whose index updates arrive in the other order (the
@@ -292,32 +321,39 @@ def test_index_updates_arriving_out_of_order_keep_the_newest(
     exists: never listed)."""
     with memvault.open(cluster_url) as store:
         fill_lengths(store, [f"s{i:02}" for i in range(12)])
-        real = RedisBackend._send
-        held: list[Any] = []
+        apply_late(store, monkeypatch, lambda: store.session("s04").trim(keep_last=1),
+                   lambda: store.session("s04").append(users(6, "m")))
+        check_every_walk(store)
+        apply_late(store, monkeypatch, lambda: store.session("s06").delete(),
+                   lambda: store.session("s06").append([memvault.Message.user("back")]))
+        check_every_walk(store)
 
-        def holding(self: Any, request: Any) -> Any:
-            if is_apply(request) and not held:
-                held.append(request)
-                return 1
-            return real(self, request)
 
-        writes: list[tuple[Callable[[], object], Callable[[], object]]] = [
-                (lambda: store.session("s04").trim(keep_last=1),
-                 lambda: store.session("s04").append(users(6, "m"))),
-                (lambda: store.session("s06").delete(),
-                 lambda: store.session("s06").append([memvault.Message.user("back")]))]
-        for first, second in writes:
-            held.clear()
-            monkeypatch.setattr(RedisBackend, "_send", holding)
-            first()
-            monkeypatch.undo()
-            second()
-            store.backend._send(held[0])
-            check_every_walk(store)
+def test_stamps_keep_their_order_when_the_clock_is_behind(
+        cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's stamp may be ahead of its node's clock (a failover to a replica
+    whose clock lags, or many writes in one microsecond): each write's stamp is then
+    the last one plus 1, so updates arriving in the other order still keep the
+    newest. Failing: a stamp that stays, or falls back towards the clock, lets the
+    older update win (the session is listed at its older length, or left out)."""
+    with memvault.open(cluster_url) as store:
+        fill_lengths(store, [f"s{i:02}" for i in range(12)])
+        client = raw_client(cluster_url)
+        try:
+            client.hset(Layout("memvault").keys("s04")[0], "stamp",
+                        int(time.time() * 1e6) + 3_600_000_000)  # an hour ahead
+        finally:
+            client.close()
+        apply_late(store, monkeypatch, lambda: store.session("s04").trim(keep_last=1),
+                   lambda: store.session("s04").append(users(6, "m")))
+        check_every_walk(store)
+        apply_late(store, monkeypatch, lambda: store.session("s04").append(users(2, "n")),
+                   lambda: store.session("s04").trim(keep_last=3))
+        check_every_walk(store)
 
 
 def test_a_cluster_store_written_without_the_index_builds_it(
-        cluster: list[RedisServer], cluster_url: str) -> None:
+        cluster: list[ClusterNode], cluster_url: str) -> None:
     """A cluster store written by memvault before the cluster kept an index (no
     index keys) is indexed by its first page, every session of every primary.
     Failing: an absent index reads as an empty store."""
@@ -350,3 +386,71 @@ def test_writes_go_on_after_the_index_lost_its_generations(cluster_url: str) -> 
             client.close()
         assert store.session("s02").append(users(2, "b")) == 3
         check_every_walk(store)
+
+
+def hint_keys(store: memvault.Store) -> tuple[str, ...]:
+    """The cluster index's keys: the orders' sorted sets, pending, stamps, generation."""
+    return store.backend._ops.layout.hint  # type: ignore[no-any-return]
+
+
+def test_begin_hands_out_the_next_generation_above_a_fence(cluster_url: str) -> None:
+    """hint.lua's 'begin' (a write about to run): the next generation, pending for its
+    session until the index takes the write; given the fence that refused a write (the
+    counter lost its value), the first generation above that fence, and the counter
+    goes on from there. Failing: a generation at or below the fence (the write is
+    refused again), the counter set back, or a write begun that no page would settle."""
+    with memvault.open(cluster_url) as store:
+        *_, pending, _, generation = hint_keys(store)
+
+        def begin(session_id: str, above: str) -> int:
+            return int(store.backend._send(Eval(HINT, hint_keys(store),
+                                                ["begin", session_id, above])))
+
+        client = raw_client(cluster_url)
+        try:
+            client.set(generation, 41)
+            assert begin("a", "") == 42
+            assert begin("b", "50") == 51  # the counter is below the fence: raised
+            assert begin("c", "51") == 52  # the counter's next is above it already
+            assert begin("d", "53") == 54  # the counter's next is the fence itself
+            assert begin("a", "") == 55
+            assert int(client.get(generation)) == 55
+            assert client.hgetall(pending) == {b"42": b"a", b"51": b"b", b"52": b"c",
+                                               b"54": b"d", b"55": b"a"}
+        finally:
+            client.close()
+
+
+def test_the_index_holds_the_live_sessions_only(cluster_url: str) -> None:
+    """The cluster's index holds an entry (in every order, and a stamp) for each live
+    session and nothing else: a delete takes its session's out, and each session
+    created takes out those of the two sessions that expired first (Redis drops their
+    keys by TTL, with no script), as on a single server; compact() takes out the rest.
+    Failing: entries of sessions long gone pile up (pages skip them, at a cost), or a
+    write that creates nothing prunes."""
+    with memvault.open(cluster_url, ttl=1.0) as short, memvault.open(cluster_url) as store:
+        *orders, _, stamps, _ = hint_keys(store)
+        client = raw_client(cluster_url)
+
+        def indexed() -> set[str]:
+            held = [{m.decode() for m in client.zrange(key, 0, -1)} for key in orders]
+            held.append({k.decode() for k in client.hkeys(stamps)})
+            assert all(ids == held[0] for ids in held), held
+            return held[0]
+
+        try:
+            for i in range(4):
+                short.session(f"gone-{i}").append([memvault.Message.user("x")])
+            for sid in ("keep", "del"):
+                store.session(sid).append([memvault.Message.user("x")])
+            assert store.session("del").delete()
+            assert indexed() == {"gone-0", "gone-1", "gone-2", "gone-3", "keep"}
+            time.sleep(1.3)
+            store.session("keep").append([memvault.Message.user("y")])
+            assert indexed() == {"gone-0", "gone-1", "gone-2", "gone-3", "keep"}
+            store.session("new").append([memvault.Message.user("y")])
+            assert indexed() == {"gone-2", "gone-3", "keep", "new"}
+            store.compact()
+            assert indexed() == {"keep", "new"}
+        finally:
+            client.close()

@@ -78,27 +78,69 @@ def test_pop_checks_utf8_before_it_commits(content: bytes) -> None:
         store.close()
 
 
+@pytest.mark.parametrize("race", ["deleted", "emptied"])
 def test_a_pop_whose_session_went_after_its_read_pops_nothing(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """pop reads its message, then pops it: a session deleted in between makes the
-    pop return None (the script answers false), never a driver error. Failing: the
-    pop script answered true for a session that is gone (a mutant survived)."""
+        monkeypatch: pytest.MonkeyPatch, race: str) -> None:
+    """pop reads its message, then pops it: a session deleted in between, or emptied
+    by another client's pop, makes the pop return None (the script answers false),
+    never a driver error, and pops nothing more. Failing: the pop script answered
+    true for a session that is gone, or (`shows_summary` false answered true) for one
+    left with no message and no summary."""
     url = flushed()
     store = Opener(url, "sync")()
+    other = Opener(url, "sync")()
     client = raw_client(url)
     try:
         s = store.session("s")
-        s.append([Message.user("a")])
+        s.append([Message.user("a", id="a")])
         send = store.backend._send
 
         def spy(request: Any) -> Any:
             reply = send(request)
             if isinstance(request, Eval) and request.script is READ:
-                client.delete(*Layout("memvault").keys("s"))
+                if race == "deleted":
+                    client.delete(*Layout("memvault").keys("s"))
+                else:
+                    popped = other.session("s").pop()
+                    assert popped is not None and (popped.id, popped.content) == ("a", "a")
             return reply
 
         monkeypatch.setattr(store.backend, "_send", spy)
         assert s.pop() is None
+        monkeypatch.undo()
+        if race == "emptied":
+            assert (s.info().version, s.info().length) == (2, 0)
+            assert [e.op for e in s.log()] == ["append", "pop"]
     finally:
         client.close()
+        other.close()
+        store.close()
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+@pytest.mark.parametrize("damage", ["message", "link"])
+def test_fork_of_a_damaged_summary_names_its_through(face: str, damage: str) -> None:
+    """A summary record deleted by hand (its message, or its link) makes fork raise
+    CorruptRecordError at the summary's `through` and write no new session. Failing:
+    fork's check `not id or not message` made `and` (it copied a summary with no
+    message or no id)."""
+    url = flushed()
+    store = Opener(url, face)()  # type: ignore[arg-type]
+    try:
+        s = store.session("s")
+        s.append([Message.user(f"m{i}", id=f"m{i}") for i in range(4)])
+        s.summarize(Message.system("sum"), through="m1")
+        keys = Layout("memvault").keys("s")
+        client = raw_client(url)
+        try:
+            # nodes 1-4 hold the messages, node 5 the summary
+            client.hdel(keys[1] if damage == "message" else keys[2], 5)
+        finally:
+            client.close()
+        with pytest.raises(CorruptRecordError) as err:
+            s.fork("t")
+        assert (err.value.session_id, err.value.depth) == ("s", 2)
+        assert "missing" in err.value.reason
+        assert store.session("t").info() is None
+    finally:
         store.close()

@@ -51,6 +51,22 @@ def test_each_equivalent_names_one_mutant_of_the_catalogue() -> None:
         assert entry[4], entry
 
 
+@pytest.mark.parametrize("target", sorted(tool.TARGETS))
+def test_every_mutant_has_a_site_of_its_own(target: str) -> None:
+    """The site is the equivalents list's key: a line the file holds twice (read.lua's
+    `for i = 1, count do`) is named with its occurrence, so each of its mutants can be
+    listed alone."""
+    texts = {f: (tool.BACKENDS / f).read_text("utf-8") for f in tool.TARGETS[target].files}
+    sites = [m.site(texts[m.file]) for m in tool.catalogue(tool.TARGETS[target])]
+    assert len(set(sites)) == len(sites)
+    text = "x = 1\nif a then\n  x = 1\nend\nx = 1\n"
+    m = tool.Mutant(0, "f.lua", 3, "constant", "1", "0", text.index("1\nend"),
+                    text.index("1\nend") + 1)
+    assert m.site(text) == ("f.lua", "x = 1 (occurrence 2)", 4, "0")
+    unique = tool.Mutant(0, "f.lua", 2, "negation", "if", "", 6, 8)
+    assert unique.site(text) == ("f.lua", "if a then", 0, "")
+
+
 def test_comments_and_string_literals_are_not_mutated() -> None:
     lua = "-- a == b and c\nlocal x = 'a == b' .. \"c < d\"\nif x == 1 then end\n"
     assert tool.masked(lua, "lua").count("==") == 1
@@ -73,45 +89,92 @@ def test_a_branch_is_reached_by_its_own_operation_only() -> None:
     assert reached[pop] == {("write", "pop")}
 
 
-def test_a_mutant_the_reference_model_sees_is_killed(tmp_path: Path) -> None:
-    """End to end, on a private redis-server: deleting append's commit is caught."""
+def test_each_script_calls_its_own_functions() -> None:
+    """hint.lua and write.lua each define an ``unindex``: each script's calls reach
+    its own (hint.lua's only from its 'apply'), never the other's."""
+    reached = tool.entries_reaching(tool.TARGETS["redis"])
+    mine = {u.file: reached[u] for u in reached if u.name == "fn:unindex"}
+    assert mine["redis_lua/hint.lua"] == {("hint", "apply")}
+    assert {script for script, _ in mine["redis_lua/write.lua"]} == {"write"}
+
+
+@pytest.mark.parametrize(("line", "mode"), [  # "|": where in the line
+    ("if FENCED then generation = tonumber(table.remove(ARGV, |1)) end", "cluster"),
+    ("local stamp = string.format('%.0f', math.max(tonumber(clock()), (tonumber(r.stamp) "
+     "or |0)", "cluster"),  # in commit
+    ("if |not row then return {clock()} end", "cluster"),  # entry(), called on a cluster
+    ("return string.format('%.0f', tonumber(t[1]) * 1000000 |+", "cluster"),  # clock()
+    ("if generation |<= fence then return {'fenced', fence} end", "cluster"),
+    ("local gone = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', '(' .. now, 'LIMIT', |0",
+     "single"),  # prune()
+    ("if expiry |== '' then expiry = NEVER end", "single"),
+    ("if |not FENCED then return run() end", None),  # the guard itself: both modes
+    ("if not FENCED then return |run() end", "single"),
+    ("local FENCED = #KEYS |== 7", None),
+    ("if #stored |== count then return {'ok', row.version} end", None),
+])
+def test_a_mutant_runs_the_tests_of_the_mode_its_code_runs_in(line: str,
+                                                              mode: str | None) -> None:
+    target = tool.TARGETS["redis"]
+    text = (tool.BACKENDS / "redis_lua/write.lua").read_text("utf-8")
+    at = text.index(line.replace("|", "")) + line.index("|")
+    assert tool.mode_at(tool.mode_spans(target), "redis_lua/write.lua", at) == mode
+
+
+@pytest.mark.parametrize(("file", "deleted", "keyword", "killer"), [
+    ("write.lua", "commit(row, 'append'", "TestRedis and agrees_with_the_reference_model",
+     "test_agrees_with_the_reference_model"),
+    ("hint.lua", "redis.call('ZADD', KEYS[1], 0, id)", "keeps_its_session_index_in_one_slot",
+     "test_cluster_keeps_its_session_index_in_one_slot"),
+])
+def test_a_mutant_the_tests_see_is_killed(tmp_path: Path, file: str, deleted: str,
+                                          keyword: str, killer: str) -> None:
+    """End to end, on a private redis-server: deleting append's commit is caught; on
+    the private cluster: hint.lua's 'apply' forgetting the id order is caught."""
     mutants = tool.catalogue(tool.TARGETS["redis"])
-    victim = next(m for m in mutants if m.operator == "deletion"
-                  and m.original.strip().startswith("commit(row, 'append'"))
+    victim = next(m for m in mutants if m.operator == "deletion" and m.file.endswith(file)
+                  and m.original.strip().startswith(deleted))
     out = tmp_path / "outcomes.json"
     done = subprocess.run(
-        [sys.executable, str(TOOL), "redis", "--only", str(victim.id), "-k",
-         "agrees_with_the_reference_model", "--out", str(out)],
+        [sys.executable, str(TOOL), "redis", "--only", str(victim.id), "-k", keyword,
+         "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["counts"] == {"killed": 1}
-    assert report["outcomes"][0]["killer"] == "test_agrees_with_the_reference_model"
+    assert report["outcomes"][0]["killer"] == killer
 
 
-def test_a_change_that_changes_nothing_survives() -> None:
+@pytest.mark.parametrize(("file", "anchor", "keyword"), [
+    ("write.lua", "if op == 'append' then", "agrees_with_the_reference_model or snapshot"),
+    ("hint.lua", "if op == 'apply' then", "cluster_keeps_its_session_index or a_writer_that"),
+])
+def test_a_change_that_changes_nothing_survives(file: str, anchor: str, keyword: str) -> None:
     """The control: were every mutant killed by some fault of the harness (a server left
-    dead, a test failing for its own reasons), a no-op mutant would be killed too."""
+    dead, a test failing for its own reasons), a no-op mutant would be killed too; a
+    hint.lua one runs the cluster tests, on the private cluster."""
     script = f"""
 import os, sys
 sys.path.insert(0, {str(TOOL.parent)!r})
 import mutate_scripts as t
 os.chdir(t.ROOT)
 target = t.TARGETS["redis"]
-text = (t.BACKENDS / "redis_lua/write.lua").read_text("utf-8")
-at = text.index("if op == 'append' then")
-noop = t.Mutant(1, "redis_lua/write.lua", 1, "none", text[at:at + 2], text[at:at + 2], at, at + 2)
-mutate = t.Mutate(target, "agrees_with_the_reference_model or snapshot", 60.0)
+text = (t.BACKENDS / "redis_lua/{file}").read_text("utf-8")
+at = text.index({anchor!r})
+noop = t.Mutant(1, "redis_lua/{file}", 1, "none", text[at:at + 2], text[at:at + 2], at, at + 2)
+mutate = t.Mutate(target, {keyword!r}, 60.0)
 try:
     mutate.record()
     outcome = mutate.run(noop)
 finally:
     mutate.close()
 print("STATUS", outcome.status, outcome.killer, outcome.why)
+print("TESTS", len(mutate._reaching(noop)))
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert "STATUS survived" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    assert int(done.stdout.split("TESTS ")[1]) >= 2  # it ran the tests it reaches
 
 
 def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> None:

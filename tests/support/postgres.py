@@ -91,6 +91,8 @@ def damage(url: str, session_id: str, depth: int, kind: str) -> None:
         "missing": f"DELETE FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s",
         "self-parent": f"UPDATE {q}.nodes SET parent = node WHERE sid = {sid}"
                        f" AND depth = %(depth)s",
+        "summary": f"DELETE FROM {q}.nodes WHERE sid = {sid} AND node = (SELECT max(node)"
+                   f" FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s)",
         "event": f"UPDATE {q}.events SET detail = 'not json {{' WHERE id ="
                  f" (SELECT max(id) FROM {q}.events WHERE sid = {sid})",
         "snapshot": f"UPDATE {q}.snapshots SET created_at = 1e300 WHERE id ="

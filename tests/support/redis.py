@@ -3,7 +3,9 @@
 
 The shared server is ``$MEMVAULT_TEST_REDIS_URL`` (default database 9 of
 127.0.0.1:6379), flushed before each test with FLUSHDB, never FLUSHALL. A missing
-server fails the test with a message saying so; it is never skipped.
+server fails the test with a message saying so; it is never skipped. The cluster the
+tests share is started for the session, or is ``$MEMVAULT_TEST_REDIS_CLUSTER_URL``'s
+when that is set (see :func:`shared_cluster`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -77,6 +80,10 @@ def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memv
     try:
         if kind == "missing":
             assert client.hdel(msgs, depth) == 1 and client.hdel(links, depth) == 1
+        elif kind == "summary":
+            node = max(int(n) for n, link in client.hgetall(links).items()
+                       if int(link.split(b":")[1]) == depth)
+            assert client.hdel(msgs, node) == 1 and client.hdel(links, node) == 1
         elif kind == "self-parent":
             _, node_depth, msg_id = client.hget(links, depth).split(b":", 2)
             assert int(node_depth) == depth
@@ -139,3 +146,35 @@ def redis_cluster(folder: Path, masters: int = 3) -> Iterator[list[RedisServer]]
         cluster.close()
 
 
+
+
+CLUSTER_URL = "MEMVAULT_TEST_REDIS_CLUSTER_URL"
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """A primary of the cluster the tests share."""
+
+    port: int
+
+    def client(self, **options: Any) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **options)
+
+
+@contextmanager
+def shared_cluster(folder: Path) -> Iterator[list[ClusterNode]]:
+    """The cluster the tests share (each test empties it): the running one at
+    ``$MEMVAULT_TEST_REDIS_CLUSTER_URL`` (a node's ``redis://127.0.0.1:port/0``; set by
+    tools/mutate_scripts.py, which runs many pytest processes on one cluster), else a
+    private one started in ``folder`` and stopped on exit."""
+    url = os.environ.get(CLUSTER_URL)
+    if not url:
+        with redis_cluster(folder) as servers:
+            yield [ClusterNode(s.port) for s in servers]
+        return
+    client = redis.cluster.RedisCluster.from_url(url)
+    try:
+        ports = sorted(node.port for node in client.get_primaries())
+    finally:
+        client.close()
+    yield [ClusterNode(port) for port in ports]

@@ -143,6 +143,11 @@ class Row:
         """Messages the summary stands for in the context view."""
         return self.through - self.base if self.shows_summary else 0
 
+    def info(self) -> SessionInfo:
+        """The session's :class:`~memvault.model.SessionInfo`."""
+        return SessionInfo(self.name, self.version, self.view, utc(self.created_at),
+                           utc(self.updated_at), to_datetime(self.expires_at), self.summarized)
+
 
 @dataclass(frozen=True)
 class Node:
@@ -462,7 +467,7 @@ class Engine:
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            return None if row is None else _info(row)
+            return None if row is None else row.info()
 
     def pop(self, session_id: str, w: Write) -> Stored | None:
         """Hide the newest message of the context view. When that is the summary (no
@@ -479,7 +484,10 @@ class Engine:
             else:
                 node = _stored(txn, row, row.summary, row.through)
                 row.summary = node.parent
-                row.through = _stored(txn, row, node.parent, 0).depth if node.parent else 0
+                # a missing earlier summary is named at the undone one's depth (its
+                # own is not known without it), as Redis and PostgreSQL name it
+                row.through = (_stored(txn, row, node.parent, node.depth).depth
+                               if node.parent else 0)
                 detail = {"summary_id": node.msg_id}
             # decoded before the commit: a pop whose message cannot be returned changes
             # nothing (a retry would pop a second message)
@@ -630,18 +638,11 @@ class Engine:
             return select(query, [(info, key_of(info, query.order, (row.updated_at,
                                                                        row.expires_at)))
                                   for row in txn.rows() if row.live(now)
-                                  for info in [_info(row)]])
+                                  for info in [row.info()]])
 
     def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
                 progress: Progress | None = None) -> CompactStats:
         return compaction.compact(self.transaction, keep_events, now, batch, progress)
-
-
-def _info(row: Row) -> SessionInfo:
-    return SessionInfo(row.name, row.version, row.view, utc(row.created_at),
-                       utc(row.updated_at), to_datetime(row.expires_at), row.summarized)
-
-
 
 
 def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:

@@ -732,17 +732,28 @@ class SqliteBackend(IndexedEngine):
         except sqlite3.Error as exc:
             raise _driver_error(db, exc) from exc
 
+    def _query(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> list[Any]:
+        """The rows of one statement, outside any transaction: a single statement reads
+        one consistent snapshot by itself (BEGIN and COMMIT would be two more round trips)."""
+        db = self._connect()
+        try:
+            return db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise _driver_error(db, exc) from exc
+
+    def info(self, session_id: str, now: float) -> SessionInfo | None:
+        """The engine's info as one statement (:meth:`_query`)."""
+        rows = self._query(f"SELECT {_ROW} FROM sessions WHERE name = ?", (session_id,))
+        row = Row(*rows[0][:12]) if rows else None
+        return row.info() if row is not None and row.live(now) else None
+
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> list[Stored]:
         """The engine's context view as one statement: a single statement reads one
         consistent snapshot, so it needs no transaction (four round trips saved); the
         full view of a linear session too (``_FULL_LINEAR``)."""
-        db = self._connect()
         if full:
-            try:
-                rows = db.execute(_FULL_LINEAR, {"name": session_id, "now": now}).fetchall()
-            except sqlite3.Error as exc:
-                raise _driver_error(db, exc) from exc
+            rows = self._query(_FULL_LINEAR, {"name": session_id, "now": now})
             if not rows:
                 return []
             length, linear = rows[0][0], rows[0][1]
@@ -751,12 +762,8 @@ class SqliteBackend(IndexedEngine):
                 return super().history(session_id, last, now, full)
             out = [(r[3], r[4]) for r in nodes]
             return out if last is None else out[len(out) - min(last, len(out)):]
-        try:
-            rows = db.execute(_HISTORY, {
-                "name": session_id, "now": now, "count": -1 if last is None else last,
-            }).fetchall()
-        except sqlite3.Error as exc:
-            raise _driver_error(db, exc) from exc
+        rows = self._query(_HISTORY, {"name": session_id, "now": now,
+                                      "count": -1 if last is None else last})
         if not rows:
             return []
         chain = [r for r in rows if r[0] == 0]
@@ -819,11 +826,7 @@ class SqliteBackend(IndexedEngine):
         order = "name" if query.order == "id" else f"{key} {way}, name"
         sql = (f"SELECT {_LISTED}, {key} FROM sessions WHERE {' AND '.join(where)} "
                f"ORDER BY {order} {way} LIMIT ?")
-        db = self._connect()
-        try:
-            rows = db.execute(sql, [*args, query.limit]).fetchall()
-        except sqlite3.Error as exc:
-            raise _driver_error(db, exc) from exc
+        rows = self._query(sql, [*args, query.limit])
         return [(SessionInfo(r[0], r[1], r[2], utc(r[3]), utc(r[4]), to_datetime(r[5]), r[6]),
                  r[7]) for r in rows]
 

@@ -145,6 +145,13 @@ def encode_values(values: Mapping[str, Any], parent: Mapping[str, Stored],
     return entries, shared, fresh
 
 
+def _node(node: str, content: str, body: Body) -> Message:
+    """A saver's node. Built without pydantic's validation, which its fields (strings
+    and this module's JSON) do not need: the append checks it again as it encodes it
+    (:func:`memvault.messages.encode_message`), once instead of twice."""
+    return Message.model_construct(id=node, role="system", content=content, metadata={KEY: body})
+
+
 def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                        parent_id: str | None, parent: Mapping[str, Stored],
                        serde: SerializerProtocol) -> tuple[Message, dict[str, Stored]]:
@@ -164,7 +171,7 @@ def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMeta
     where = f" in {ns!r}" if ns else ""
     content = (f"checkpoint {checkpoint['id']}{where}: step {metadata.get('step')}, "
                f"{metadata.get('source')}; stored: {', '.join(fresh) or 'nothing new'}")
-    return Message(id=node, role="system", content=content, metadata={KEY: body}), stored
+    return _node(node, content, body), stored
 
 
 def writes_message(ns: str, checkpoint_id: str, task_id: str, task_path: str,
@@ -175,15 +182,15 @@ def writes_message(ns: str, checkpoint_id: str, task_id: str, task_path: str,
     body: Body = {"kind": "writes", "ns": ns, "cp": checkpoint_id, "task": task_id,
                   "path": task_path, "w": items}
     channels = ", ".join(dict.fromkeys(str(w["c"]) for w in items))
-    return Message(id="lg-w-" + _digest(body), role="system", metadata={KEY: body},
-                   content=f"writes of task {task_id} on checkpoint {checkpoint_id}: {channels}")
+    return _node("lg-w-" + _digest(body),
+                 f"writes of task {task_id} on checkpoint {checkpoint_id}: {channels}", body)
 
 
 def marker_message(kind: str, names: Sequence[str], reason: str) -> Message:
     """A ``prune`` marker (``names``: the kept nodes) or ``forget_runs`` (the run ids)."""
     field = "keep" if kind == "prune" else "runs"
     body: Body = {"kind": kind, field: sorted(names)}
-    return Message(id=new_message_id(), role="system", content=reason, metadata={KEY: body})
+    return _node(new_message_id(), reason, body)
 
 
 Entry = tuple[str, "Body | None"]  # a node of the chain: its id and LangGraph body

@@ -512,7 +512,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_row @schema@.sessions;
     v_found bigint;
-    v_copied bigint;
     v_length bigint;
     v_sum_id bytea;
     v_sum_body text;
@@ -541,11 +540,10 @@ BEGIN
         SELECT v_row.sid, ptr.length - c.k + 1, ptr.length - c.k, ptr.length - c.k + 1,
                c.msg_id, c.body
         FROM ptr CROSS JOIN LATERAL @schema@._chain(ptr.sid, ptr.head, ptr.depth, ptr.length) c
-        RETURNING 1
     )
     SELECT (SELECT count(*) FROM ptr), coalesce((SELECT ptr.length FROM ptr), 0),
-           (SELECT count(*) FROM copied), s.msg_id, s.body, s.through
-    INTO v_found, v_length, v_copied, v_sum_id, v_sum_body, v_sum_through
+           s.msg_id, s.body, s.through
+    INTO v_found, v_length, v_sum_id, v_sum_body, v_sum_through
     FROM (SELECT 1) one LEFT JOIN (
         SELECT n.msg_id, n.body, ptr.through - ptr.base AS through
         FROM ptr JOIN @schema@.nodes n ON n.sid = ptr.sid AND n.node = ptr.summary

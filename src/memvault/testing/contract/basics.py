@@ -67,12 +67,16 @@ class BasicsContract(ContractBase):
         assert [m.id for m in s.fork("copy").history()] == sent
 
     def test_missing_session_reads_empty(self, store: Any) -> None:
-        """A session never written has no history, no info, no snapshots, no log.
-        Failing: reads create the session or raise.
+        """A session never written has no history, no info, no snapshots, no log;
+        pop, trim and clear of it change nothing (version 0) and make no session.
+        Failing: reads create the session or raise; PostgreSQL's trim made the
+        session, or answered version 1 (mutants survived the suite).
         """
         s = store.session("nobody")
         assert s.history() == [] and s.info() is None
         assert s.snapshots() == [] and s.log() == [] and s.pop() is None
+        assert (s.trim(keep_last=1), s.clear()) == (0, 0)
+        assert s.info() is None and s.log() == []
         assert store.sessions() == []
 
     def test_info_tracks_version_and_length(self, store: Any) -> None:

@@ -23,13 +23,15 @@ CHAIN_DAMAGE = ("missing", "self-parent")
 deleted, or made its own parent."""
 
 
-def _loud(session_id: str, call: Callable[[], Any], expected: Any) -> bool:
+def _loud(session_id: str, call: Callable[[], Any], expected: Any,
+          depth: int | None = None) -> bool:
     """``call()`` returns ``expected`` (True) or raises CorruptRecordError naming the
-    session (False); anything else fails the test."""
+    session, and ``depth`` if given (False); anything else fails the test."""
     try:
         got = call()
     except CorruptRecordError as exc:
         assert exc.session_id == session_id, exc
+        assert depth is None or exc.depth == depth, exc
         return False
     assert got == expected
     return True
@@ -38,10 +40,12 @@ def _loud(session_id: str, call: Callable[[], Any], expected: Any) -> bool:
 class CorruptionContract(ContractBase):
     def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
         """Damage the stored session: ``kind`` is one of :data:`CHAIN_DAMAGE` (the node
-        at ``depth`` of the visible chain), ``"event"`` (the newest event's detail
-        becomes text that is not JSON) or ``"snapshot"`` (the record of the session's
-        first snapshot becomes unreadable). Override it with the ``corrupt`` capability;
-        skip for a kind the backend cannot hold damaged (e.g. records kept as objects).
+        at ``depth`` of the visible chain), ``"summary"`` (the newest node at ``depth``,
+        a summary taken through the message there, is deleted), ``"event"`` (the
+        newest event's detail becomes text that is not JSON) or ``"snapshot"`` (the
+        record of the session's first snapshot becomes unreadable). Override it with
+        the ``corrupt`` capability; skip for a kind the backend cannot hold damaged
+        (e.g. records kept as objects).
         """
         pytest.skip("the test class does not implement damage()")
 
@@ -49,26 +53,35 @@ class CorruptionContract(ContractBase):
     def test_broken_chain_is_loud(self, store: Any, kind: str) -> None:
         """A chain missing a node, or with a node that is its own parent: history
         (both views), fork and pop give exactly what was written or raise
-        CorruptRecordError; a failed write changes nothing. Failing: SQLite and
+        CorruptRecordError naming the depth where the chain breaks, the same on every
+        backend: the first depth, from the head down, whose node the links do not
+        reach (the missing node's own depth; for a node that is its own parent, the
+        depth below it); a failed write changes nothing. Failing: SQLite and
         PostgreSQL returned a shorter history (5 messages, 2 returned), SQLite looped
         for ever on a node that is its own parent and PostgreSQL returned the head 5
-        times; fork copied the truncated history; pop raised a raw TypeError.
+        times; fork copied the truncated history; pop raised a raw TypeError; mutants
+        of PostgreSQL's ``_chain`` naming another depth, and of ``full_history``
+        counting another session's node as this one's (so a range read returned 4 of
+        the 5), survived the suite.
         """
         self.require("corrupt")
         sent = users(5)
         s = store.session("victim")
         s.append(sent)
+        store.session("bystander").append(users(1, "b"))  # its node counts for nothing
         self.damage(store, "victim", 3, kind)
-        loud = not _loud("victim", s.history, sent)
-        loud = not _loud("victim", lambda: s.history(full=True), sent) or loud
+        broken = 3 if kind == "missing" else 2
+        loud = not _loud("victim", s.history, sent, broken)
+        loud = not _loud("victim", lambda: s.history(full=True), sent, broken) or loud
         assert _loud("victim", lambda: s.history(last=2), sent[3:])
         assert s.info().length == 5
-        if not _loud("victim", lambda: s.fork("copy").history(), sent):
+        if not _loud("victim", lambda: s.fork("copy").history(), sent, broken):
             loud = True
-            assert store.session("copy").info() is None and store.sessions() == ["victim"]
+            assert store.session("copy").info() is None
+            assert store.sessions() == ["bystander", "victim"]
         for i in reversed(range(5)):
             version = s.info().version
-            if not _loud("victim", s.pop, sent[i]):
+            if not _loud("victim", s.pop, sent[i], broken):
                 loud = True
                 assert s.info().version == version  # the failed pop committed nothing
                 break
@@ -77,9 +90,12 @@ class CorruptionContract(ContractBase):
     @pytest.mark.parametrize("kind", CHAIN_DAMAGE)
     def test_compact_refuses_a_broken_chain(self, store: Any, kind: str) -> None:
         """compact over a session whose chain is broken raises CorruptRecordError
-        naming it and deletes none of its messages: what lies below the break may
-        still be wanted. A repeated compact refuses again. Failing: PostgreSQL and
-        Redis treated the nodes below the break as garbage and deleted them.
+        naming it and the depth where the chain breaks, and deletes none of its
+        messages: what lies below the break may still be wanted. A repeated compact
+        refuses again; the full view, read before, is exact or as loud. Failing:
+        PostgreSQL and Redis treated the nodes below the break as garbage and deleted
+        them; a mutant of PostgreSQL's full_history taking the popped node's id for the
+        missing one's (``next_node - 1 <> depth``) read a range with a hole, and survived.
         """
         self.require("corrupt")
         sent = users(5)
@@ -87,10 +103,12 @@ class CorruptionContract(ContractBase):
         s.append(sent)
         s.pop()  # some real garbage beside the damage
         self.damage(store, "victim", 2, kind)
+        broken = 2 if kind == "missing" else 1  # as test_broken_chain_is_loud says
+        _loud("victim", lambda: s.history(full=True), sent[:4], broken)
         for _ in range(2):
             with pytest.raises(CorruptRecordError) as err:
                 store.compact()
-            assert err.value.session_id == "victim"
+            assert (err.value.session_id, err.value.depth) == ("victim", broken)
         assert s.history(last=2) == sent[2:4]
         assert s.info().length == 4
 
@@ -128,6 +146,30 @@ class CorruptionContract(ContractBase):
         assert (err.value.session_id, err.value.depth) == ("victim", 3)
         assert (s.info().version, s.info().length) == (1, 3)
         assert [e.op for e in s.log()] == ["append"]
+
+    def test_pop_over_a_missing_earlier_summary_is_loud(self, store: Any) -> None:
+        """pop undoing a summary whose earlier summary is gone raises
+        CorruptRecordError naming the session and the undone summary's depth, and
+        changes nothing, however often it is tried. Failing: memory and SQLite named
+        depth 0; a PostgreSQL mutant without the check committed the pop, leaving the
+        session a summary pointer to nothing (it survived the suite).
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        msgs = users(4)
+        s.append(msgs)
+        s.summarize(Message.system("S1"), through=msgs[0].id)
+        s.summarize(Message.system("S2"), through=msgs[2].id)
+        assert s.pop() == msgs[3]
+        self.damage(store, "victim", 1, "summary")  # S1
+        version = s.info().version
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError) as err:
+                s.pop()
+            assert (err.value.session_id, err.value.depth) == ("victim", 3)
+        assert (s.info().version, s.info().length, s.info().summarized) == (version, 1, 3)
+        assert [e.op for e in s.log()][-1] == "pop"  # only the pop of m3
+        assert [m.content for m in s.history()] == ["S2"]
 
     @pytest.mark.parametrize("body", [
         "not json", "42", '{"v": 99, "m": {}}', "[]", '{"v": 1, "m": "text"}',

@@ -138,6 +138,18 @@ class SearchContract(ContractBase):
         s.pop()  # nothing after the summary: undone
         assert s.search("kiwi") == []
 
+    def test_a_trim_hides_down_to_base_in_a_session_never_popped(self, store: Any) -> None:
+        """In a session that only ever appended, a trim hides every message up to and
+        including the one at base: only the kept ones are found, at their places.
+        Failing: PostgreSQL's search took the message at exactly base for a visible
+        one, at place 0 (`base < depth` made `<=`; a mutant survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user(f"kiwi {i}") for i in range(4)])
+        s.trim(keep_last=2)
+        assert sorted((h.message.content, h.position) for h in s.search("kiwi")) == [
+            ("kiwi 2", 1), ("kiwi 3", 2)]
+
     def test_messages_written_after_a_search_are_found(self, store: Any) -> None:
         """Messages appended to a session after a search are found by the next one,
         whatever another session holds. Failing: PostgreSQL's index read one
@@ -183,6 +195,34 @@ class SearchContract(ContractBase):
         assert len(store.search("melon")) == 2  # every session indexed
         gone.delete()
         assert [h.message.content for h in s.search("melon")] == before
+
+    def test_compacted_messages_leave_the_ranking_statistics(self, store: Any) -> None:
+        """Once compact deletes the messages a trim hid, they weigh no more in the
+        ranking's statistics: every score is exactly what it was while the store held
+        only what is left (as many documents, as long, holding the words as often).
+        Failing: PostgreSQL's compact left a deleted node's postings behind, counted
+        in its words' idf, or deleted a kept node's (mutants survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user("melon"), Message.user("melon pie melon"), Message.user("fig")])
+        stand_in = store.session("stand-in")
+        stand_in.append([Message.user("fig words")])
+
+        def scores() -> list[tuple[str, float]]:
+            return [(str(h.message.content), h.score) for h in s.search("melon fig", k=10)]
+
+        before = scores()
+        t = store.session("t")
+        t.append([Message.user("melon melon fig"), Message.user("fig melon"),
+                  Message.user("fig words")])
+        assert len(store.search("melon", k=10)) == 4  # t's messages are indexed
+        t.trim(keep_last=1)
+        stand_in.delete()  # t's last message stands in for it
+        assert store.compact(keep_events=0).nodes == 2
+        after = scores()
+        assert [text for text, _ in after] == [text for text, _ in before]
+        assert [score for _, score in after] == pytest.approx(
+            [score for _, score in before], rel=1e-9)
 
     @pytest.mark.parametrize("seed", range(3))
     def test_hits_are_the_full_view_after_random_pops_and_rollbacks(

@@ -100,13 +100,18 @@ class SnapshotsContract(ContractBase):
         assert texts(s.history()) == ["m0", "m1", "m2", "m3"]
 
     def test_snapshot_of_trimmed_history(self, store: Any) -> None:
-        """A snapshot keeps the trim floor it saw.
-        Failing: the snapshot does not store the base (trim floor).
+        """A snapshot keeps the trim floor it saw; the one snapshot() returns is the
+        one snapshots() lists, field for field (length: the visible messages).
+        Failing: the snapshot does not store the base (trim floor); PostgreSQL's
+        snapshot returned a length of depth + base, or stored it as auto (mutants
+        survived the suite).
         """
         s = store.session("s")
         s.append(users(4))
         s.trim(keep_last=2)
-        s.snapshot("short")
+        snap = s.snapshot("short")
+        assert (snap.name, snap.version, snap.length, snap.auto) == ("short", 2, 2, False)
+        assert s.snapshots() == [snap]
         s.append(users(1, "x"))
         s.rollback("short")
         assert texts(s.history()) == ["m2", "m3"]

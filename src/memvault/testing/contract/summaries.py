@@ -37,7 +37,8 @@ class SummariesContract(ContractBase):
         assert event.detail["through"] == msgs[2].id and event.detail["messages"] == 3
 
     def test_history_last_around_the_summary(self, store: Any) -> None:
-        """history(last=N) counts the summary as the oldest message of the view.
+        """history(last=N) counts the summary as the oldest message of the view; in
+        the full view the summary is newer than the message it was taken through.
         Failing: last=N reads past the floor or drops the summary."""
         s, _ = _summarized(store)
         assert texts(s.history(last=2)) == ["m4", "m5"]
@@ -45,6 +46,8 @@ class SummariesContract(ContractBase):
         assert texts(s.history(last=4)) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(last=9)) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(last=3, full=True)) == ["m3", "m4", "m5"]
+        assert texts(s.history(last=4, full=True)) == ["S", "m3", "m4", "m5"]
+        assert texts(s.history(last=5, full=True)) == ["m2", "S", "m3", "m4", "m5"]
 
     def test_appends_after_through_stay_after_the_summary(self, store: Any) -> None:
         """Messages appended while the summary was being made are kept after it.
@@ -244,17 +247,18 @@ class SummariesContract(ContractBase):
 
     def test_a_trim_to_exactly_through_hides_the_summary(self, store: Any) -> None:
         """A trim to exactly the summary's last message (base = through) hides the
-        summary: pop returns the messages after it and then None, never the hidden
-        summary; a fork, of the session or of a snapshot taken then, copies no
-        summary, not even hidden. Failing: PostgreSQL's pop and fork compared
-        ``through >= base`` (mutants survived the suite).
+        summary: info counts only the messages after it; pop returns them and then
+        None, never the hidden summary; a fork, of the session or of a snapshot taken
+        then, copies no summary, not even hidden. Failing: PostgreSQL's pop and fork
+        compared ``through >= base`` (mutants survived the suite).
         """
         s = store.session("s")
         msgs = users(5)
         s.append(msgs)
         s.summarize(Message.system("kiwi summary"), through=msgs[2].id)
         s.trim(keep_last=2)  # base 3: hides m0..m2, and with them the summary (through 3)
-        assert texts(s.history()) == ["m3", "m4"] and s.info().summarized == 0
+        assert texts(s.history()) == ["m3", "m4"]
+        assert (s.info().length, s.info().summarized) == (2, 0)
         s.snapshot("cp")
         indexed = hasattr(store.backend, "search")
         for copy in (s.fork("f"), s.fork("g", at="cp")):
@@ -266,6 +270,19 @@ class SummariesContract(ContractBase):
         version = s.info().version
         assert s.pop() is None
         assert s.info().version == version and s.history(full=True) == []
+
+    def test_a_trim_past_through_leaves_the_summary_out_of_info(self, store: Any) -> None:
+        """A trim past the summary's last message (base > through) hides the summary:
+        info counts only the messages left, summarizing none, as history shows them.
+        Failing: PostgreSQL's info counted the hidden summary in the length and its
+        range as ``through - base`` (-1) summarized (mutants survived the suite).
+        """
+        s, _ = _summarized(store)  # S through m2 (depth 3)
+        s.trim(keep_last=2)  # base 4
+        assert texts(s.history()) == ["m4", "m5"]
+        assert texts(s.history(full=True)) == ["m4", "m5"]
+        info = s.info()
+        assert (info.version, info.length, info.summarized) == (3, 2, 0)
 
     def test_compact_keeps_summarized_originals(self, store: Any) -> None:
         """The originals under a summary are not garbage, and neither is the summary.

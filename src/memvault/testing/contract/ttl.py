@@ -84,12 +84,13 @@ class TtlContract(ContractBase):
     def test_expiry_instant_is_exact(self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         """By the client's clock (frozen here), a session is there until its
         expires_at and gone from that instant on, for reads and writes alike: a
-        millisecond before, every read sees it; at expires_at, history, info,
-        snapshots, log, sessions() and search are empty, pop finds nothing, compact
-        removes it (once) and a write starts afresh at version 0. Failing: a backend
+        millisecond before, every read sees it; at expires_at, history (both views,
+        with and without ``last``), info, snapshots, log, sessions() and search are
+        empty, pop finds nothing, a write starts afresh at version 0 (before compact
+        or after it) and compact removes the expired session once. Failing: a backend
         compared ``expires_at < now`` (mutants of Redis's common.lua and of
-        PostgreSQL's search and compact survived that way), so a session outlived its
-        expiry.
+        PostgreSQL's search, compact, full_history and append survived that way), so a
+        session outlived its expiry.
         """
         self.require("ttl")
         clock = FrozenClock(float(int(time.time())))
@@ -104,13 +105,17 @@ class TtlContract(ContractBase):
             clock.now = expires - 0.001
             assert (s.info().length, len(s.history()), len(s.snapshots()), len(s.log())) == (
                 2, 2, 1, 2)
+            assert (len(s.history(last=1)), len(s.history(full=True))) == (1, 2)
             assert store.sessions() == ["other", "s"]
             assert len(store.search("m0")) == 2
             clock.now = expires
             assert s.info() is None and s.history() == [] and s.snapshots() == []
+            assert s.history(last=1) == [] and s.history(full=True) == []
             assert s.log() == [] and store.sessions() == [] and store.search("m0") == []
             assert other.pop() is None and other.info() is None
-            assert store.compact().sessions == 2 and store.compact().sessions == 0
+            assert other.append(users(1, "again"), expect_version=0) == 1  # afresh
+            assert texts(other.history()) == ["again0"] and other.info().version == 1
+            assert store.compact().sessions == 1 and store.compact().sessions == 0
             assert s.append(users(1, "new"), expect_version=0) == 1
             assert texts(s.history()) == ["new0"] and s.info().version == 1
             assert s.snapshots() == [] and [e.op for e in s.log()] == ["append"]

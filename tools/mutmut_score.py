@@ -34,6 +34,11 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         "Engine.vector_space", "Engine.get_vectors", "Engine.vector_keys",
         "Engine.node_bodies", "Engine.history", "Engine.chain", "Engine.info",
         "Engine.snapshots", "Engine.log", "Engine.sessions", "Engine.sessions_page")),
+    *(("engine.py", "Engine.fork", "source.through) if source else (0, 0, 0, 0, 0, 0))",
+       f"source.through) if source else ({', '.join('1' if i == k else '0' for i in range(6))}))",
+       "fork's pointers when the source does not exist: the chain is read and the "
+       "summary copied only if it does, and a snapshot asked of it raises first")
+      for k in range(6)),
     ("sqlite.py", "_SqliteTxn.delete_nodes",
      "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
      "rowids = [(_rowid(row.key, n, None), _rowid(row.key, n, True)) for n in nodes]",

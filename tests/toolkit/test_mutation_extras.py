@@ -7,6 +7,7 @@ contract's sleeping TTL tests (too slow for a mutation run) would also catch.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -390,3 +391,27 @@ def test_a_missing_summary_is_named_by_its_depth(tmp_path: Path) -> None:
         s.pop()  # c: the summary is not read
         with pytest.raises(memvault.CorruptRecordError, match="'s' at depth 2: the message"):
             s.pop()
+
+
+def test_damaged_events_and_snapshots_are_named(tmp_path: Path) -> None:
+    """An event whose detail is JSON but not an object, and a snapshot that cannot
+    be read, raise CorruptRecordError naming the session and the record exactly."""
+    import sqlite3
+
+    path = tmp_path / "d.db"
+    with memvault.open(f"sqlite:///{path}") as store:
+        s = store.session("s")
+        s.append([Message.user("a")])
+        s.snapshot("cp")
+        s.append([Message.user("b")])
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE events SET detail = '[1]' WHERE version = 2")
+            db.execute("UPDATE snapshots SET created_at = 1e300")
+        with pytest.raises(memvault.CorruptRecordError, match=re.escape(
+                "corrupt record in session 's': the event of version 2 cannot be decoded"
+                " (not a JSON object: list)")):
+            s.log()
+        with pytest.raises(memvault.CorruptRecordError,
+                           match=r"^corrupt record in session 's': snapshot 'cp' cannot"):
+            s.rollback("cp")
+        assert [m.content for m in s.history()] == ["a", "b"]

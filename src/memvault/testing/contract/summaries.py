@@ -245,6 +245,20 @@ class SummariesContract(ContractBase):
         s.trim(keep_last=1)  # hides the summary's range: a fork copies no summary
         assert texts(s.fork("g").history(full=True)) == ["x0"]
 
+    def test_fork_of_a_trimmed_session_moves_its_summary_down(self, store: Any) -> None:
+        """A fork starts at the source's base: its summary stands for the same visible
+        messages, through a depth lower by the source's base. Failing: a mutant adding
+        the base instead survived (every fork tested started at base 0)."""
+        s = store.session("s")
+        msgs = users(6)
+        s.append(msgs)
+        s.trim(keep_last=4)  # base 2
+        s.summarize(Message.system("S"), through=msgs[3].id)
+        f = s.fork("f")
+        assert texts(f.history()) == ["S", "m4", "m5"]
+        assert texts(f.history(full=True)) == ["m2", "m3", "S", "m4", "m5"]
+        assert (f.info().length, f.info().summarized) == (3, 2)
+
     def test_a_trim_to_exactly_through_hides_the_summary(self, store: Any) -> None:
         """A trim to exactly the summary's last message (base = through) hides the
         summary: info counts only the messages after it; pop returns them and then

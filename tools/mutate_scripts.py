@@ -150,6 +150,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      84, "0", "each HMGET slice one field longer: the next slice reads that field again "
      "into the same place"),
     ("redis_lua/common.lua",
+     "local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,",
+     82, "+", "each HMGET slice two fields longer (502 values, far below unpack's limit): "
+     "the next slice reads those fields again into the same places"),
+    ("redis_lua/common.lua",
      "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0", 63, "1",
      "chain's initial `used`: the first guess is the node itself, so the loop always "
      "sets used (or returns) before it is read"),

@@ -138,6 +138,18 @@ class SearchContract(ContractBase):
         s.pop()  # nothing after the summary: undone
         assert s.search("kiwi") == []
 
+    def test_a_trim_hides_down_to_base_in_a_session_never_popped(self, store: Any) -> None:
+        """In a session that only ever appended, a trim hides every message up to and
+        including the one at base: only the kept ones are found, at their places.
+        Failing: PostgreSQL's search took the message at exactly base for a visible
+        one, at place 0 (`base < depth` made `<=`; a mutant survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user(f"kiwi {i}") for i in range(4)])
+        s.trim(keep_last=2)
+        assert sorted((h.message.content, h.position) for h in s.search("kiwi")) == [
+            ("kiwi 2", 1), ("kiwi 3", 2)]
+
     def test_messages_written_after_a_search_are_found(self, store: Any) -> None:
         """Messages appended to a session after a search are found by the next one,
         whatever another session holds. Failing: PostgreSQL's index read one
@@ -187,14 +199,14 @@ class SearchContract(ContractBase):
     def test_compacted_messages_leave_the_ranking_statistics(self, store: Any) -> None:
         """Once compact deletes the messages a trim hid, they weigh no more in the
         ranking's statistics: every score is exactly what it was while the store held
-        only what is left (as many documents, as long). Failing: PostgreSQL's compact
-        left a deleted node's postings behind, counted in its words' idf (a mutant
-        survived the suite).
+        only what is left (as many documents, as long, holding the words as often).
+        Failing: PostgreSQL's compact left a deleted node's postings behind, counted
+        in its words' idf, or deleted a kept node's (mutants survived the suite).
         """
         s = store.session("s")
         s.append([Message.user("melon"), Message.user("melon pie melon"), Message.user("fig")])
         stand_in = store.session("stand-in")
-        stand_in.append([Message.user("plain words")])
+        stand_in.append([Message.user("fig words")])
 
         def scores() -> list[tuple[str, float]]:
             return [(str(h.message.content), h.score) for h in s.search("melon fig", k=10)]
@@ -202,7 +214,7 @@ class SearchContract(ContractBase):
         before = scores()
         t = store.session("t")
         t.append([Message.user("melon melon fig"), Message.user("fig melon"),
-                  Message.user("plain words")])
+                  Message.user("fig words")])
         assert len(store.search("melon", k=10)) == 4  # t's messages are indexed
         t.trim(keep_last=1)
         stand_in.delete()  # t's last message stands in for it
@@ -262,3 +274,24 @@ class SearchContract(ContractBase):
         s.append([Message.user("cat and dog"), Message.user("NEAR AND OR NOT words")])
         hits = s.search(query)
         assert "cat and dog" in [h.message.content for h in hits]
+
+    def test_compact_leaves_no_trace_in_the_ranking(self, store: Any) -> None:
+        """Once compact has deleted a session's hidden messages and undone summary,
+        the store ranks as though they had never been written: the same scores as
+        before. Failing: SQLite kept the deleted nodes' rows in its search index, which
+        count in the statistics BM25 ranks by (mutants survived).
+        """
+        t = store.session("t")
+        t.append([Message.user("kiwi two"), *users(8)])  # kiwi is rare: its idf counts
+        before = [(h.message.content, h.score) for h in store.search("kiwi")]
+        s = store.session("s")
+        s.append([Message.user("kiwi one kiwi", id="a"), Message.user("b", id="b")])
+        s.summarize(Message.system("kiwi summary", id="S"), through="b")
+        s.pop()  # nothing after the summary: undone
+        indexed = hasattr(store.backend, "search")  # an index, which finds hidden ones
+        assert len(store.search("kiwi", include_hidden=indexed)) == 2 + indexed
+        s.clear()
+        assert store.compact(keep_events=0).nodes == 3
+        after = [(h.message.content, h.score) for h in store.search("kiwi")]
+        assert after == [(c, pytest.approx(score, rel=1e-12)) for c, score in before]
+        assert store.search("kiwi", include_hidden=indexed) == store.search("kiwi")

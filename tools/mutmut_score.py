@@ -155,7 +155,7 @@ def main() -> int:
             count = total
         else:
             total.update(count)
-        n = sum(count.values())
+        n = sum(count.values()) - count["not run"]  # an unfinished run: what it ran
         killed = count["killed"]
         raw = killed / n if n else 0.0
         net = killed / (n - count["equivalent"]) if n > count["equivalent"] else 0.0

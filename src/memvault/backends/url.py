@@ -34,6 +34,15 @@ def redact(url: str) -> str:
     return _QUERY_PASSWORD.sub(r"\g<name>***", url)
 
 
+def _quoted(text: str, url: str) -> str:
+    """``text`` of ``url``'s query, decoded and quoted for an error; unless the
+    redacted URL hides it: then it is a password's tail (an unencoded "?" in the
+    password started the "query"), named but never shown."""
+    if text not in redact(url):
+        return "the text after a '?' in the password (percent-encode it)"
+    return repr(unquote_plus(text))
+
+
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -121,15 +130,15 @@ def read_options(url: str, query: str, options: Mapping[str, Parse | None],
         key, equals, text = part.partition("=")
         name = unquote_plus(key)
         if not equals:
-            raise ConfigurationError(
-                f"cannot parse the query of {redact(url)!r}: {part!r} is not name=value")
+            raise ConfigurationError(f"cannot parse the query of {redact(url)!r}: "
+                                     f"{_quoted(part, url)} is not name=value")
         parse = options.get(name)
         if parse is not None:
             try:
                 from_url[name] = parse(unquote_plus(text))
             except ValueError:
                 raise ConfigurationError(
-                    f"{redact(url)}: bad value {unquote_plus(text)!r} for {name}") from None
+                    f"{redact(url)}: bad value {_quoted(text, url)} for {name}") from None
         elif name in passed_on and name not in options:
             passed.append(part)
         else:

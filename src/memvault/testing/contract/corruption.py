@@ -16,7 +16,7 @@ import pytest
 
 from memvault.errors import CorruptRecordError
 from memvault.messages import Message
-from memvault.testing.contract.base import ContractBase, users
+from memvault.testing.contract.base import ContractBase, texts, users
 
 CHAIN_DAMAGE = ("missing", "self-parent")
 """How :meth:`CorruptionContract.damage` may break a chain: the node at the depth is
@@ -131,6 +131,23 @@ class CorruptionContract(ContractBase):
             with pytest.raises(CorruptRecordError) as err:
                 search("kiwi")
             assert (err.value.session_id, err.value.depth) == ("victim", 2)
+
+    def test_a_version_whose_head_is_missing_is_corrupt(self, store: Any) -> None:
+        """``history(at_version=N)`` of a version whose event is still in the log but
+        whose head node is gone raises CorruptRecordError naming the session, sync
+        and async alike: compact never deletes what a kept event reaches, so this is
+        damage, not a dropped version. Failing: every backend raised
+        VersionNotFoundError saying ``compact(keep_events=...)`` had dropped it."""
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append(users(3))
+        s.append(users(2, "x"))
+        self.damage(store, "victim", 5, "missing")
+        with pytest.raises(CorruptRecordError) as err:
+            s.history(at_version=2)
+        assert err.value.session_id == "victim"
+        assert "version 2" in err.value.reason
+        assert texts(s.history(at_version=1)) == ["m0", "m1", "m2"]
 
     def test_missing_head_leaves_pop_undone(self, store: Any) -> None:
         """pop of a head whose node is gone raises CorruptRecordError and changes

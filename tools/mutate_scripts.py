@@ -948,7 +948,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("target", choices=sorted(TARGETS))
-    parser.add_argument("--only", type=int, action="append", help="run these mutant ids")
+    parser.add_argument("--only", type=int, action="append", help="run these mutant ids, in the order given")
     parser.add_argument("--sample", type=int, metavar="N",
                         help="run N mutants drawn at random (seeded by --seed)")
     parser.add_argument("--seed", type=int, default=0)
@@ -964,8 +964,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     target = TARGETS[args.target]
     mutants = catalogue(target)
-    if args.only:
-        mutants = [m for m in mutants if m.id in set(args.only)]
+    if args.only:  # in the order given: a drawn list stopped by --minutes stays random
+        by_id = {m.id: m for m in mutants}
+        mutants = [by_id[i] for i in dict.fromkeys(args.only) if i in by_id]
     if args.sample is not None and args.sample < len(mutants):
         # in the drawn order: a run stopped by --minutes is still a random sample
         mutants = random.Random(args.seed).sample(mutants, args.sample)

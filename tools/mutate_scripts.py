@@ -174,6 +174,12 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "the cluster's id order (kept by this line alone) gets score 1 for every id "
      "instead of 0: all alike, so the set is ordered by the ids' bytes the same, and "
      "its cursors carry no score"),
+    ("redis_lua/hint.lua", "if not held or stamp >= held then", 21, ">",
+     "an update carrying the stamp the index holds is ignored: two states of a "
+     "session never share a stamp (each write's is above the last), but for a gone "
+     "session's clock() in the very microsecond of its last stamp; that entry then "
+     "stays until the first page meeting it, which leaves it out (the session is "
+     "gone) and unindexes it with a later clock: the same pages"),
     ("redis_lua/hint.lua", "return 1", 7, "0",
      "the reply of hint.lua's 'apply' is never read: a write's update of the index "
      "(Afterward) and a page's settling both drop it"),

@@ -355,8 +355,10 @@ def test_stamps_keep_their_order_when_the_clock_is_behind(
 def test_a_cluster_store_written_without_the_index_builds_it(
         cluster: list[ClusterNode], cluster_url: str) -> None:
     """A cluster store written by memvault before the cluster kept an index (no
-    index keys) is indexed by its first page, every session of every primary.
-    Failing: an absent index reads as an empty store."""
+    index keys) is indexed by its first page, every session of every primary, and
+    that fences no session: only settling a write begun raises a fence. Failing: an
+    absent index reads as an empty store, or each session indexed gets a fence key
+    (at 0, for a day)."""
     with memvault.open(cluster_url) as store:
         fill_lengths(store, [f"s{i:02}" for i in range(30)])
         for server in cluster:
@@ -364,6 +366,7 @@ def test_a_cluster_store_written_without_the_index_builds_it(
             if keys:
                 server.client().delete(*keys)
         check_every_walk(store)
+    assert [k for s in cluster for k in s.client().keys("memvault:*:fence")] == []
 
 
 def test_writes_go_on_after_the_index_lost_its_generations(cluster_url: str) -> None:

@@ -175,3 +175,24 @@ print("TESTS", len(mutate._reaching(noop)))
                           text=True, timeout=600)
     assert "STATUS survived" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert int(done.stdout.split("TESTS ")[1]) >= 2  # it ran the tests it reaches
+
+
+def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> None:
+    """tools/mutmut_score.py's class rule: a letter-case change of SQLite text with no
+    string literal in it is equivalent; of a literal inside SQL, of text that is not
+    SQL, or outside sqlite.py, it is not."""
+    path = ROOT / "tools" / "mutmut_score.py"
+    spec = importlib.util.spec_from_file_location("mutmut_score", path)
+    assert spec is not None and spec.loader is not None
+    score = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(score)
+    src = "src/memvault/backends/sqlite.py"
+    line = 'self._db.execute("DELETE FROM vectors WHERE key = ?", (key,))'
+    assert score._sql_case(src, [line], [line.replace("DELETE FROM", "delete from")])
+    assert not score._sql_case("src/memvault/backends/engine.py", [line],
+                               [line.replace("DELETE FROM", "delete from")])
+    quoted = 'self._one("SELECT 1 FROM sqlite_master WHERE name = \'vectors\'")'
+    assert not score._sql_case(src, [quoted], [quoted.upper()])
+    words = 'raise ConfigurationError("cannot read the store")'
+    assert not score._sql_case(src, [words], [words.replace("cannot", "CANNOT")])
+    assert not score._sql_case(src, [line], [line.replace("?", "1")])

@@ -7,6 +7,7 @@ contract's sleeping TTL tests (too slow for a mutation run) would also catch.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -351,3 +352,69 @@ def test_unknown_sqlite_option_names_the_url(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/u.db"
     with pytest.raises(memvault.ConfigurationError, match=f"{url}: unsupported option"):
         memvault.open(url, colour="blue")
+
+
+def test_summaries_and_old_versions_expire_with_their_session(store: Any, clock: Clock) -> None:
+    """summarize and history(at_version=...) read the session's expiry like every
+    other call: live until expires_at (exclusive), then gone."""
+    t0 = clock.now
+    s = store.session("s")
+    s.append([Message.user("a", id="a"), Message.user("b", id="b")])
+    clock.now = t0 + 5
+    assert s.summarize(Message.system("S", id="S"), through="a") == 2
+    assert [m.content for m in s.history()] == ["S", "b"]
+    assert [m.content for m in s.history(at_version=1)] == ["a", "b"]
+    assert s.info().expires_at == utc(t0 + 15)
+    clock.now = t0 + 15
+    with pytest.raises(memvault.InvalidMessageError, match="'a'"):
+        s.summarize(Message.system("T", id="T"), through="a")
+    assert s.info() is None and s.history() == []
+
+
+def test_a_missing_summary_is_named_by_its_depth(url: str) -> None:
+    """A summary node the session points at but no longer stores: every read of it
+    raises CorruptRecordError naming the session and the depth it stands through."""
+    import sqlite3
+
+    with memvault.open(url) as store:
+        s = store.session("s")
+        s.append([Message.user(x, id=x) for x in "abc"])
+        s.summarize(Message.system("S", id="S"), through="b")
+        if url.startswith("memory"):
+            session = store.backend._data["s"]
+            del session.nodes[session.ids.pop("S")]
+        else:
+            with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+                assert db.execute("DELETE FROM nodes WHERE msg_id = 'S'").rowcount == 1
+        for read in (s.history, lambda: s.history(full=True), lambda: s.search("c")):
+            with pytest.raises(memvault.CorruptRecordError,
+                               match=r"^corrupt record in session 's' at depth 2: "
+                                     r"the message is missing$"):
+                read()
+        s.pop()  # c: the summary is not read
+        with pytest.raises(memvault.CorruptRecordError, match="'s' at depth 2: the message"):
+            s.pop()
+
+
+def test_damaged_events_and_snapshots_are_named(tmp_path: Path) -> None:
+    """An event whose detail is JSON but not an object, and a snapshot that cannot
+    be read, raise CorruptRecordError naming the session and the record exactly."""
+    import sqlite3
+
+    path = tmp_path / "d.db"
+    with memvault.open(f"sqlite:///{path}") as store:
+        s = store.session("s")
+        s.append([Message.user("a")])
+        s.snapshot("cp")
+        s.append([Message.user("b")])
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE events SET detail = '[1]' WHERE version = 2")
+            db.execute("UPDATE snapshots SET created_at = 1e300")
+        with pytest.raises(memvault.CorruptRecordError, match=re.escape(
+                "corrupt record in session 's': the event of version 2 cannot be decoded"
+                " (not a JSON object: list)")):
+            s.log()
+        with pytest.raises(memvault.CorruptRecordError,
+                           match=r"^corrupt record in session 's': snapshot 'cp' cannot"):
+            s.rollback("cp")
+        assert [m.content for m in s.history()] == ["a", "b"]

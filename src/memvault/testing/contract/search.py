@@ -274,3 +274,24 @@ class SearchContract(ContractBase):
         s.append([Message.user("cat and dog"), Message.user("NEAR AND OR NOT words")])
         hits = s.search(query)
         assert "cat and dog" in [h.message.content for h in hits]
+
+    def test_compact_leaves_no_trace_in_the_ranking(self, store: Any) -> None:
+        """Once compact has deleted a session's hidden messages and undone summary,
+        the store ranks as though they had never been written: the same scores as
+        before. Failing: SQLite kept the deleted nodes' rows in its search index, which
+        count in the statistics BM25 ranks by (mutants survived).
+        """
+        t = store.session("t")
+        t.append([Message.user("kiwi two"), *users(8)])  # kiwi is rare: its idf counts
+        before = [(h.message.content, h.score) for h in store.search("kiwi")]
+        s = store.session("s")
+        s.append([Message.user("kiwi one kiwi", id="a"), Message.user("b", id="b")])
+        s.summarize(Message.system("kiwi summary", id="S"), through="b")
+        s.pop()  # nothing after the summary: undone
+        indexed = hasattr(store.backend, "search")  # an index, which finds hidden ones
+        assert len(store.search("kiwi", include_hidden=indexed)) == 2 + indexed
+        s.clear()
+        assert store.compact(keep_events=0).nodes == 3
+        after = [(h.message.content, h.score) for h in store.search("kiwi")]
+        assert after == [(c, pytest.approx(score, rel=1e-12)) for c, score in before]
+        assert store.search("kiwi", include_hidden=indexed) == store.search("kiwi")

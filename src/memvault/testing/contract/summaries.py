@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -102,7 +103,9 @@ class SummariesContract(ContractBase):
         for through in ("nope", msgs[5].id, msgs[1].id, msgs[2].id):
             with pytest.raises(InvalidMessageError):
                 s.summarize(Message.system("X"), through=through)
-        with pytest.raises(DuplicateMessageError):
+        with pytest.raises(DuplicateMessageError, match=re.escape(
+                f"session 's': 1 of 1 message ids are already stored (e.g. {msgs[0].id!r});"
+                " nothing was written")):
             s.summarize(msgs[0], through=msgs[4].id)
         with pytest.raises(InvalidMessageError):
             s.summarize(Message.system("X"), through="")
@@ -242,6 +245,20 @@ class SummariesContract(ContractBase):
         s.trim(keep_last=1)  # hides the summary's range: a fork copies no summary
         assert texts(s.fork("g").history(full=True)) == ["x0"]
 
+    def test_fork_of_a_trimmed_session_moves_its_summary_down(self, store: Any) -> None:
+        """A fork starts at the source's base: its summary stands for the same visible
+        messages, through a depth lower by the source's base. Failing: a mutant adding
+        the base instead survived (every fork tested started at base 0)."""
+        s = store.session("s")
+        msgs = users(6)
+        s.append(msgs)
+        s.trim(keep_last=4)  # base 2
+        s.summarize(Message.system("S"), through=msgs[3].id)
+        f = s.fork("f")
+        assert texts(f.history()) == ["S", "m4", "m5"]
+        assert texts(f.history(full=True)) == ["m2", "m3", "S", "m4", "m5"]
+        assert (f.info().length, f.info().summarized) == (3, 2)
+
     def test_a_trim_to_exactly_through_hides_the_summary(self, store: Any) -> None:
         """A trim to exactly the summary's last message (base = through) hides the
         summary: info counts only the messages after it; pop returns them and then
@@ -288,3 +305,29 @@ class SummariesContract(ContractBase):
         store.compact(keep_events=0)
         assert texts(s.history()) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(full=True)) == ["m0", "m1", "m2", "S", "m3", "m4", "m5"]
+
+    def test_compact_deletes_an_undone_summary_and_keeps_every_event(self, store: Any
+                                                                     ) -> None:
+        """A summary pop undid is garbage even while every event is kept (the log
+        records heads and bases, never summaries): compact deletes it, drops no event,
+        and the session's search still tells a popped message from the chain.
+        Failing: memory dropped one event of a session with fewer than keep_events
+        (a mutant survived), and counted the deleted summary as still stored, taking
+        the popped message for one of a linear chain (a mutant survived).
+        """
+        s = store.session("s")
+        s.append([Message.user("alpha", id="a"), Message.user("beta", id="b")])
+        s.summarize(Message.system("sigma", id="S"), through="b")
+        s.pop()  # nothing after the summary: undone
+        stats = store.compact(keep_events=10)
+        assert (stats.sessions, stats.nodes, stats.events) == (0, 1, 0)
+        assert [e.op for e in s.log()] == ["append", "summarize", "pop"]
+        s.append([Message.user("gamma", id="c")])
+        s.pop()
+        s.append([Message.user("delta", id="d")])
+        assert texts(s.history(full=True)) == ["alpha", "beta", "delta"]
+        if hasattr(store.backend, "search"):  # a search index, which finds hidden ones
+            assert s.search("gamma") == []
+            assert [(h.message.id, h.position) for h in
+                    s.search("gamma", include_hidden=True)] == [("c", None)]
+            assert [(h.message.id, h.position) for h in s.search("delta")] == [("d", 3)]

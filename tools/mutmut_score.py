@@ -1,0 +1,172 @@
+"""The Python engine's mutation score: mutmut's raw result, and net of the equivalents.
+
+Run after ``mutmut run`` (mutmut 3.8.1, ``[tool.mutmut]`` in ``pyproject.toml``), from
+the project's root::
+
+    python tools/mutmut_score.py              # the table, raw and net
+    python tools/mutmut_score.py --survivors  # also each survivor's change
+
+An equivalent mutant changes nothing any API call can observe, on any data the library
+itself can have written or on damage it promises to detect. They are named here by
+what they change, not by mutmut's numbering (which moves with every edit): a class rule
+(``_sql_case``) and a reviewed list (``EQUIVALENT``: file, function, the line as written,
+the line as mutated, and why). A mutant they name that the tests killed, or an entry
+that names no mutant of today's code, is an error: the list must stay true.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (file, function, line as written, line as mutated, why it is equivalent)
+EQUIVALENT: list[tuple[str, str, str, str, str]] = [
+    *(("engine.py", function, "with self.transaction(False) as txn:",
+        "with self.transaction(None) as txn:",
+        "a read's transaction: None is false as False is, and both backends read the "
+        "flag only for its truth") for function in (
+        "Engine.vector_space", "Engine.get_vectors", "Engine.vector_keys",
+        "Engine.node_bodies", "Engine.history", "Engine.chain", "Engine.info",
+        "Engine.snapshots", "Engine.log", "Engine.sessions", "Engine.sessions_page")),
+    *(("engine.py", "Engine.fork", "source.through) if source else (0, 0, 0, 0, 0, 0))",
+       f"source.through) if source else ({', '.join('1' if i == k else '0' for i in range(6))}))",
+       "fork's pointers when the source does not exist: the chain is read and the "
+       "summary copied only if it does, and a snapshot asked of it raises first")
+      for k in range(6)),
+    ("sqlite.py", "_SqliteTxn.delete_nodes",
+     "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
+     "rowids = [(_rowid(row.key, n, None), _rowid(row.key, n, True)) for n in nodes]",
+     "_rowid reads summary only for its truth: None gives the message's rowid as False"),
+    ("sqlite.py", "_SqliteTxn.delete_nodes",
+     "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
+     "rowids = [(_rowid(row.key, n, ), _rowid(row.key, n, True)) for n in nodes]",
+     "_rowid's summary defaults to False: the same rowid"),
+    ("engine.py", "Engine._full", "if summary.depth <= row.base:",
+     "if summary.depth < row.base:",
+     "a summary taken through exactly base is then kept, but the full view shows a "
+     "summary after the chain's node at its depth, and no node at depth base is shown; "
+     "the walk reads one summary more, its predecessor, which compact never deletes"),
+    ("engine.py", "Engine._add_summary",
+     "row.summary, row.through, row.next_node = row.next_node, through, row.next_node + 1",
+     "row.summary, row.through, row.next_node = row.next_node, through, row.next_node + 2",
+     "node ids are never shown: a gap after a summary's id is skipped by every range "
+     "read (SQLite's pending and node ranges), and a session with a summary is not "
+     "linear either way"),
+]
+
+# The SQLite text a mutant may change the case of: a statement, or a keyword spliced into
+# one (BEGIN's mode). SQLite reads keywords, table, column and function names in any
+# case; a string literal inside the SQL ('...') would be data, so such text is left out.
+_SQL_START = re.compile(r"\s*\(?\s*(SELECT|INSERT|DELETE|UPDATE|WITH|CREATE|BEGIN|PRAGMA|"
+                        r"WHERE|AND|FROM|ORDER|VALUES|IMMEDIATE|DEFERRED)\b", re.IGNORECASE)
+
+
+def _literal_at(line: str, index: int) -> str | None:
+    """The double-quoted literal of ``line`` that holds ``index``, if any."""
+    for m in re.finditer(r'"([^"\\]*)"', line):
+        if m.start(1) <= index < m.end(1):
+            return m.group(1)
+    return None
+
+
+def _sql_case(path: str, removed: list[str], added: list[str]) -> bool:
+    """The mutant changes only the letter case of SQL without a string literal in it."""
+    if not path.endswith("sqlite.py") or len(removed) != 1 or len(added) != 1:
+        return False
+    old, new = removed[0], added[0]
+    if old == new or old.lower() != new.lower():
+        return False
+    first = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
+    last = max(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
+    text = _literal_at(old, first)
+    return (text is not None and text == _literal_at(old, last) and "'" not in text
+            and _SQL_START.match(text) is not None)
+
+
+def _function(mutant: str) -> str:
+    """``memvault.backends.sqlite.xǁ_SqliteTxnǁload__mutmut_3`` -> ``_SqliteTxn.load``."""
+    name = mutant.rpartition(".")[2].rpartition("__mutmut_")[0]
+    return ".".join(p for p in name.split("ǁ")[1:]) if "ǁ" in name else name[2:]
+
+
+def _change(mutant: str, path: str) -> tuple[list[str], list[str]]:
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    lines = get_diff_for_mutant(mutant, path=path).splitlines()[3:]
+    return ([x[1:].strip() for x in lines if x.startswith("-")],
+            [x[1:].strip() for x in lines if x.startswith("+")])
+
+
+STATUS = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 36: "timeout",
+          -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not run"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--survivors", action="store_true", help="print each survivor")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    metas = sorted((ROOT / "mutants").glob("src/**/*.py.meta"))
+    if not metas:
+        print("no mutmut results: run `mutmut run` first", file=sys.stderr)
+        return 2
+    errors: list[str] = []
+    used: Counter[int] = Counter()
+    rows = []
+    for meta in metas:
+        path = str(meta.relative_to(ROOT / "mutants"))[:-len(".meta")]
+        short = Path(path).name
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        count: Counter[str] = Counter()
+        entries = {i for i, e in enumerate(EQUIVALENT) if e[0] == short}
+        functions = {EQUIVALENT[i][1] for i in entries}
+        for mutant, code in sorted(codes.items()):
+            status = STATUS.get(code, "suspicious")
+            function = _function(mutant)
+            if status != "survived" and function not in functions:
+                count[status] += 1
+                continue
+            removed, added = _change(mutant, path)
+            hit = [i for i in entries if EQUIVALENT[i][1] == function
+                   and [EQUIVALENT[i][2]] == removed and [EQUIVALENT[i][3]] == added]
+            used.update(hit)
+            if hit and status == "killed":
+                errors.append(f"{mutant} is listed as equivalent but was killed")
+            if status == "survived" and (hit or _sql_case(path, removed, added)):
+                status = "equivalent"
+            count[status] += 1
+            if args.survivors and status == "survived":
+                print(f"{mutant}\n  - {' / '.join(removed)}\n  + {' / '.join(added)}")
+        rows.append((short, count))
+    errors += [f"EQUIVALENT entry names no mutant: {e[:4]}"
+               for i, e in enumerate(EQUIVALENT) if not used[i]]
+    print("| file | mutants | killed | timed out | no tests | survived | equivalent |"
+          " raw | net |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    total: Counter[str] = Counter()
+    for short, count in [*rows, ("**all**", None)]:
+        if count is None:
+            count = total
+        else:
+            total.update(count)
+        n = sum(count.values()) - count["not run"]  # an unfinished run: what it ran
+        killed = count["killed"]
+        raw = killed / n if n else 0.0
+        net = killed / (n - count["equivalent"]) if n > count["equivalent"] else 0.0
+        print(f"| {short} | {n} | {killed} | {count['timeout']} | {count['no tests']} |"
+              f" {count['survived']} | {count['equivalent']} | {raw:.1%} | {net:.1%} |")
+    if total["not run"]:
+        errors.append(f"{total['not run']} mutants not run yet: the run is incomplete")
+    for error in errors:
+        print("error:", error, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -279,6 +279,15 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      41, "0", "search's mean length when no document is indexed: v_avg is read only per "
      "posting, and a posting is never stored without its document (search_index writes "
      "both from the same rows; compact and _purge delete both), so nothing reads it"),
+    *(("postgres_sql/functions.sql",
+       f"v_row := @schema@._lock(p_session, p_now, false); (occurrence {k})", 42, "true",
+       f"{name} locking with create: on a missing session it inserts a row, on an expired "
+       "one it purges it (nodes, snapshots, events) and resets it to version 0, and then "
+       f"{name} raises exactly as it does on the row of NULLs (same code and detail: "
+       f"{what}), so the statement's rollback undoes the row and the purge")
+      for k, name, what in (
+          (2, "summarize", "MV001 with version 0, else MV006: the fresh row has no node"),
+          (4, "rollback", "MV004: the fresh row has no snapshot"))),
     ("postgres_sql/functions.sql", "IF cardinality(v_dead) > 0 THEN", 23, ">=",
      "performance only: with no dead node compact_step also runs its three DELETEs "
      "for `node = ANY ('{}')`, which match no row, and adds 0 to its count"),

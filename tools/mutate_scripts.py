@@ -221,6 +221,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
           ("CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 "
            "END", 23),
           ("IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN", 36))),
+    ("postgres_sql/functions.sql", "JOIN behind b ON b.sid = p.sid WHERE p.summary <> 0", 50,
+     "1", "search_pending's summary walk: no summary is node 1 (summarize and fork store "
+     "it after a message node), so no pointer is left out; the pointers 0 it lets in join "
+     "no node (ids start at 1), and no node is 0 for the EXISTS to match"),
     ("postgres_sql/functions.sql",
      "CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 END",
      39, ">=", "info's summarized count: with through = base the THEN branch is "

@@ -221,6 +221,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
           ("CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 "
            "END", 23),
           ("IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN", 36))),
+    ("postgres_sql/functions.sql", "JOIN behind b ON b.sid = p.sid WHERE p.summary <> 0", 50,
+     "1", "search_pending's summary walk: no summary is node 1 (summarize and fork store "
+     "it after a message node), so no pointer is left out; the pointers 0 it lets in join "
+     "no node (ids start at 1), and no node is 0 for the EXISTS to match"),
     ("postgres_sql/functions.sql",
      "CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 END",
      39, ">=", "info's summarized count: with through = base the THEN branch is "
@@ -279,6 +283,15 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      41, "0", "search's mean length when no document is indexed: v_avg is read only per "
      "posting, and a posting is never stored without its document (search_index writes "
      "both from the same rows; compact and _purge delete both), so nothing reads it"),
+    *(("postgres_sql/functions.sql",
+       f"v_row := @schema@._lock(p_session, p_now, false); (occurrence {k})", 42, "true",
+       f"{name} locking with create: on a missing session it inserts a row, on an expired "
+       "one it purges it (nodes, snapshots, events) and resets it to version 0, and then "
+       f"{name} raises exactly as it does on the row of NULLs (same code and detail: "
+       f"{what}), so the statement's rollback undoes the row and the purge")
+      for k, name, what in (
+          (2, "summarize", "MV001 with version 0, else MV006: the fresh row has no node"),
+          (4, "rollback", "MV004: the fresh row has no snapshot"))),
     ("postgres_sql/functions.sql", "IF cardinality(v_dead) > 0 THEN", 23, ">=",
      "performance only: with no dead node compact_step also runs its three DELETEs "
      "for `node = ANY ('{}')`, which match no row, and adds 0 to its count"),

@@ -46,6 +46,9 @@ ODD_SECRET_URLS = [
     f"postgresql://u:pw#{SECRET}@127.0.0.1:9/db?connect_timeout=2",
     f"postgresql://u:{SECRET}#x@127.0.0.1:9/db?connect_timeout=2",
     f"postgresql://u:pw?{SECRET}@127.0.0.1:9/db",  # the query parser quoted its "query"
+    # an unencoded "/": the password was taken to end there, and shown whole
+    f"postgresql://u:x/{SECRET}@127.0.0.1:9/db?connect_timeout=2",
+    f"redis://:{SECRET}/x@127.0.0.1:9/0",
     f"redis://:pw#{SECRET}@127.0.0.1:9/0",
     f"redis://:{SECRET}#x@127.0.0.1:9/0",
     f"rediss://u:{SECRET}#x@127.0.0.1:9/0",

@@ -17,10 +17,14 @@ from urllib.parse import unquote_plus
 from memvault.errors import ConfigurationError
 
 # user:password@ right after a "//". The password runs to the last "@" before the next
-# "/": an unencoded "#", "?" or "@" in it still ends up hidden. Matched by hand: urlsplit
-# finds no password when the scheme is not a valid one ("://u:pw@h", "bäd://u:pw@h")
-# and raises on a bad host ("[bad"), yet such strings end up in errors.
-_USERINFO = re.compile(r"^(?P<head>.*?//[^/?#:@]*):[^/]*@", re.DOTALL)
+# "/": an unencoded "#", "?" or "@" in it still ends up hidden. If no "@" comes before
+# the next "/", an unencoded "/" may be in the password: unless what follows the ":" is
+# a port (digits, then the path, query or end: "host:5432/db?user=me@corp"), it runs to
+# the next "@". Matched by hand: urlsplit finds no password when the scheme is not a
+# valid one ("://u:pw@h", "bäd://u:pw@h") and raises on a bad host ("[bad"), yet such
+# strings end up in errors.
+_USERINFO = re.compile(
+    r"^(?P<head>.*?//[^/?#:@]*):(?:[^/]*@|(?![0-9]*(?:[/?#]|$))[^@]*@)", re.DOTALL)
 # A password given as a query parameter (libpq's ?password=, sslpassword=, ...), up to
 # the next "&" ("#" included: unencoded, it may be part of the password).
 _QUERY_PASSWORD = re.compile(r"(?P<name>[?&][^=&]*password=)[^&]*", re.IGNORECASE)

@@ -164,6 +164,29 @@ class CorruptionContract(ContractBase):
         assert (s.info().version, s.info().length) == (1, 3)
         assert [e.op for e in s.log()] == ["append"]
 
+    @pytest.mark.parametrize("kind", CHAIN_DAMAGE)
+    def test_pop_onto_a_broken_link_leaves_pop_undone(self, store: Any, kind: str) -> None:
+        """pop of a message whose link down is broken (the node below it missing, or
+        the message made its own parent) raises CorruptRecordError naming the depth
+        below it and changes nothing, however often it is tried: the new head must
+        sit one level lower. Failing: pop never checked the new head; on Redis it
+        popped a head that was its own parent, and history then returned
+        m1..m4 as ['m2', 'm3', 'm4', 'm5'] with no error; SQLite and PostgreSQL
+        committed the pop, and every later read raised.
+        """
+        self.require("corrupt")
+        sent = users(5)
+        s = store.session("victim")
+        s.append(sent)
+        self.damage(store, "victim", 5 if kind == "self-parent" else 4, kind)
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError) as err:
+                s.pop()
+            assert (err.value.session_id, err.value.depth) == ("victim", 4)
+        assert (s.info().version, s.info().length) == (1, 5)
+        assert [e.op for e in s.log()] == ["append"]
+        _loud("victim", s.history, sent, 4)
+
     def test_pop_over_a_missing_earlier_summary_is_loud(self, store: Any) -> None:
         """pop undoing a summary whose earlier summary is gone raises
         CorruptRecordError naming the session and the undone summary's depth, and

@@ -221,6 +221,10 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
           ("CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 "
            "END", 23),
           ("IF v_undo AND NOT (v_row.summary <> 0 AND v_row.through > v_row.base) THEN", 36))),
+    ("postgres_sql/functions.sql", "JOIN behind b ON b.sid = p.sid WHERE p.summary <> 0", 50,
+     "1", "search_pending's summary walk: no summary is node 1 (summarize and fork store "
+     "it after a message node), so no pointer is left out; the pointers 0 it lets in join "
+     "no node (ids start at 1), and no node is 0 for the EXISTS to match"),
     ("postgres_sql/functions.sql",
      "CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 END",
      39, ">=", "info's summarized count: with through = base the THEN branch is "
@@ -273,6 +277,21 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
          "reading past the end gives NULL too): the same floors, wants and result"),
         (77, "0", "next_node is never below 1 (a session row starts at 1 and it only "
          "grows), so greatest(next_node, 0) is greatest(next_node, 1)"))),
+    ("postgres_sql/functions.sql",
+     "SELECT count(*), coalesce(avg(d.length), 1) INTO v_docs, v_avg "
+     "FROM @schema@.search_docs d;",
+     41, "0", "search's mean length when no document is indexed: v_avg is read only per "
+     "posting, and a posting is never stored without its document (search_index writes "
+     "both from the same rows; compact and _purge delete both), so nothing reads it"),
+    *(("postgres_sql/functions.sql",
+       f"v_row := @schema@._lock(p_session, p_now, false); (occurrence {k})", 42, "true",
+       f"{name} locking with create: on a missing session it inserts a row, on an expired "
+       "one it purges it (nodes, snapshots, events) and resets it to version 0, and then "
+       f"{name} raises exactly as it does on the row of NULLs (same code and detail: "
+       f"{what}), so the statement's rollback undoes the row and the purge")
+      for k, name, what in (
+          (2, "summarize", "MV001 with version 0, else MV006: the fresh row has no node"),
+          (4, "rollback", "MV004: the fresh row has no snapshot"))),
     ("postgres_sql/functions.sql", "IF cardinality(v_dead) > 0 THEN", 23, ">=",
      "performance only: with no dead node compact_step also runs its three DELETEs "
      "for `node = ANY ('{}')`, which match no row, and adds 0 to its count"),
@@ -954,7 +973,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("target", choices=sorted(TARGETS))
-    parser.add_argument("--only", type=int, action="append", help="run these mutant ids")
+    parser.add_argument("--only", type=int, action="append",
+                        help="run these mutant ids, in the order given")
     parser.add_argument("--sample", type=int, metavar="N",
                         help="run N mutants drawn at random (seeded by --seed)")
     parser.add_argument("--seed", type=int, default=0)
@@ -970,8 +990,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     target = TARGETS[args.target]
     mutants = catalogue(target)
-    if args.only:
-        mutants = [m for m in mutants if m.id in set(args.only)]
+    if args.only:  # in the order given: a drawn list stopped by --minutes stays random
+        by_id = {m.id: m for m in mutants}
+        mutants = [by_id[i] for i in dict.fromkeys(args.only) if i in by_id]
     if args.sample is not None and args.sample < len(mutants):
         # in the drawn order: a run stopped by --minutes is still a random sample
         mutants = random.Random(args.seed).sample(mutants, args.sample)

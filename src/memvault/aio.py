@@ -66,7 +66,8 @@ class AsyncSession:
         at = None if state is None else await self._backend.chain(self.id, *state, last,
                                                                    self._opts.now())
         if at is None:
-            raise self._opts.version_missing(self.id, at_version, events, await self.info())
+            raise self._opts.version_missing(self.id, at_version, state, await self.log(),
+                                             await self.info())
         return self._opts.decode(self.id, at)
 
     async def summarize(self, summary: MessageLike, *, through: str,

@@ -16,7 +16,12 @@ from typing import Any
 
 from memvault.backends.base import Backend, Stored, Write
 from memvault.embedders import as_embedder
-from memvault.errors import ConfigurationError, InvalidMessageError, VersionNotFoundError
+from memvault.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    InvalidMessageError,
+    VersionNotFoundError,
+)
 from memvault.messages import (
     Message,
     MessageLike,
@@ -148,10 +153,20 @@ class Options:
                 return event.head_after, event.base_after
         return None
 
-    @staticmethod
-    def version_missing(session_id: str, version: int, events: list[Event],
-                        info: SessionInfo | None) -> VersionNotFoundError:
-        """Why ``history(at_version=version)`` has nothing to show."""
+    @classmethod
+    def version_missing(cls, session_id: str, version: int, state: tuple[int, int] | None,
+                        events: list[Event], info: SessionInfo | None,
+                        ) -> VersionNotFoundError | CorruptRecordError:
+        """Why ``history(at_version=version)`` has nothing to show. ``state``: the
+        version's pointers in the log read first (None: not there); ``events`` and
+        ``info``: read again after the chain came back empty-handed. A version whose
+        event is still kept has its head node too (compact keeps what a kept event
+        reaches), so a head missing under the same event is damage; an event gone by
+        the second read was dropped by a concurrent compact."""
+        if state is not None and cls.state_at(events, version) == state:
+            return CorruptRecordError(
+                session_id, None, f"the head of version {version} (node {state[0]}) is "
+                "missing, though its event is in the log")
         current = info.version if info else 0
         if version > current:
             return VersionNotFoundError(
@@ -230,7 +245,8 @@ class Session:
                 without its summaries.
 
         Raises:
-            CorruptRecordError: a stored message cannot be decoded.
+            CorruptRecordError: a stored message cannot be decoded, or the head of
+                ``at_version`` is missing though its event is kept.
             VersionNotFoundError: the session never reached ``at_version``, or
                 ``compact(keep_events=...)`` dropped its event.
         """
@@ -244,7 +260,8 @@ class Session:
         stored = None if state is None else self._backend.chain(self.id, *state, last,
                                                                 self._opts.now())
         if stored is None:
-            raise self._opts.version_missing(self.id, at_version, events, self.info())
+            raise self._opts.version_missing(self.id, at_version, state, self.log(),
+                                             self.info())
         return self._opts.decode(self.id, stored)
 
     def summarize(self, summary: MessageLike, *, through: str,

@@ -81,6 +81,9 @@ def test_redact_hides_passwords() -> None:
     assert redact("postgresql://u:p%40ss@h/db?sslmode=require") == \
         "postgresql://u:***@h/db?sslmode=require"
     assert redact("sqlite:///x.db") == "sqlite:///x.db"
+    # an unencoded "/" in a password, but a port before a path keeps the URL readable
+    assert redact("redis://:pw/x@h:1/0") == "redis://:***@h:1/0"
+    assert redact("postgresql://h:5432/db?user=me@corp") == "postgresql://h:5432/db?user=me@corp"
     store = memvault.open("memory://")
     assert repr(store) == "Store('memory://')"
 

@@ -39,11 +39,19 @@ SECRET_URLS = [
 ]
 # Passwords the userinfo pattern missed: libpq's ?password= (which the docs allow), the
 # same on Redis and SQLite (refused, and echoed back in the refusal), and an unencoded
-# "#" in a password.
+# "#" in a password, the secret on either side of it (before it, redis-py's URL parser
+# took it for the port and said so: "Port could not be cast to integer value as ...").
 ODD_SECRET_URLS = [
     f"postgresql://127.0.0.1:9/db?user=u&password={SECRET}&connect_timeout=2",
     f"postgresql://u:pw#{SECRET}@127.0.0.1:9/db?connect_timeout=2",
+    f"postgresql://u:{SECRET}#x@127.0.0.1:9/db?connect_timeout=2",
+    f"postgresql://u:pw?{SECRET}@127.0.0.1:9/db",  # the query parser quoted its "query"
+    # an unencoded "/": the password was taken to end there, and shown whole
+    f"postgresql://u:x/{SECRET}@127.0.0.1:9/db?connect_timeout=2",
+    f"redis://:{SECRET}/x@127.0.0.1:9/0",
     f"redis://:pw#{SECRET}@127.0.0.1:9/0",
+    f"redis://:{SECRET}#x@127.0.0.1:9/0",
+    f"rediss://u:{SECRET}#x@127.0.0.1:9/0",
     f"redis://127.0.0.1:9/0?password={SECRET}",
     f"sqlite:///x.db?password={SECRET}",
 ]

@@ -478,7 +478,9 @@ class Engine:
                 return None
             before = (row.head, row.base)
             if row.depth > row.floor:
-                node = self._chain(txn, row, row.head, row.depth, 1)[0]
+                # the new head, unless hidden (compact may have deleted it), must sit
+                # one level lower: a pop never leaves head and depth apart
+                node = self._chain(txn, row, row.head, row.depth, min(2, row.length))[0]
                 row.head, row.depth = node.parent, node.depth - 1
                 detail: dict[str, object] = {"message_id": node.msg_id}
             else:

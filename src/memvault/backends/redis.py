@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import SplitResult, unquote_plus, urlsplit
 
 import redis
 import redis.asyncio
@@ -147,6 +147,10 @@ def settings(url: str, **options: Any) -> RedisSettings:
     scheme = _SCHEMES.get(parts.scheme.lower())
     if scheme is None:
         raise ConfigurationError(f"{shown}: not a redis://, rediss:// or redis+unix:// URL")
+    if not _port_readable(parts):
+        raise ConfigurationError(
+            f"{shown}: the port is not a number (a '#', '?' or '/' in the password must "
+            "be percent-encoded)")
     given = read_options(url, parts.query, OPTIONS, options, backend="Redis",
                          passed_on=DRIVER_QUERY)
     merged = {**DEFAULTS, **given.merged}
@@ -172,6 +176,17 @@ def settings(url: str, **options: Any) -> RedisSettings:
                                           "max_connections") if merged[k] is not None})
     return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client,
                          redis_wait.from_options(merged, shown))
+
+
+def _port_readable(parts: SplitResult) -> bool:
+    """Whether the URL's port parses, as redis-py parses it. urllib's error quotes the
+    "port", which is the password's start when an unencoded "#", "?" or "/" in it
+    ends the host part early: it must never reach an error (not even as a context)."""
+    try:
+        parts.port  # noqa: B018 - the property parses it
+    except ValueError:
+        return False
+    return True
 
 
 def _check(shown: str, merged: dict[str, Any]) -> None:

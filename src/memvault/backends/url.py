@@ -17,10 +17,14 @@ from urllib.parse import unquote_plus
 from memvault.errors import ConfigurationError
 
 # user:password@ right after a "//". The password runs to the last "@" before the next
-# "/": an unencoded "#", "?" or "@" in it still ends up hidden. Matched by hand: urlsplit
-# finds no password when the scheme is not a valid one ("://u:pw@h", "bäd://u:pw@h")
-# and raises on a bad host ("[bad"), yet such strings end up in errors.
-_USERINFO = re.compile(r"^(?P<head>.*?//[^/?#:@]*):[^/]*@", re.DOTALL)
+# "/": an unencoded "#", "?" or "@" in it still ends up hidden. If no "@" comes before
+# the next "/", an unencoded "/" may be in the password: unless what follows the ":" is
+# a port (digits, then the path, query or end: "host:5432/db?user=me@corp"), it runs to
+# the next "@". Matched by hand: urlsplit finds no password when the scheme is not a
+# valid one ("://u:pw@h", "bäd://u:pw@h") and raises on a bad host ("[bad"), yet such
+# strings end up in errors.
+_USERINFO = re.compile(
+    r"^(?P<head>.*?//[^/?#:@]*):(?:[^/]*@|(?![0-9]*(?:[/?#]|$))[^@]*@)", re.DOTALL)
 # A password given as a query parameter (libpq's ?password=, sslpassword=, ...), up to
 # the next "&" ("#" included: unencoded, it may be part of the password).
 _QUERY_PASSWORD = re.compile(r"(?P<name>[?&][^=&]*password=)[^&]*", re.IGNORECASE)
@@ -32,6 +36,15 @@ def redact(url: str) -> str:
     ``password``."""
     url = _USERINFO.sub(r"\g<head>:***@", url, count=1)
     return _QUERY_PASSWORD.sub(r"\g<name>***", url)
+
+
+def _quoted(text: str, url: str) -> str:
+    """``text`` of ``url``'s query, decoded and quoted for an error; unless the
+    redacted URL hides it: then it is a password's tail (an unencoded "?" in the
+    password started the "query"), named but never shown."""
+    if text not in redact(url):
+        return "the text after a '?' in the password (percent-encode it)"
+    return repr(unquote_plus(text))
 
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -121,15 +134,15 @@ def read_options(url: str, query: str, options: Mapping[str, Parse | None],
         key, equals, text = part.partition("=")
         name = unquote_plus(key)
         if not equals:
-            raise ConfigurationError(
-                f"cannot parse the query of {redact(url)!r}: {part!r} is not name=value")
+            raise ConfigurationError(f"cannot parse the query of {redact(url)!r}: "
+                                     f"{_quoted(part, url)} is not name=value")
         parse = options.get(name)
         if parse is not None:
             try:
                 from_url[name] = parse(unquote_plus(text))
             except ValueError:
                 raise ConfigurationError(
-                    f"{redact(url)}: bad value {unquote_plus(text)!r} for {name}") from None
+                    f"{redact(url)}: bad value {_quoted(text, url)} for {name}") from None
         elif name in passed_on and name not in options:
             passed.append(part)
         else:

@@ -331,6 +331,12 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth;
     END IF;
+    -- the new head (unless hidden: compact may have deleted it) sits one level lower
+    IF NOT v_undo AND v_depth - 1 > v_row.base AND NOT EXISTS (
+            SELECT 1 FROM @schema@.nodes n
+            WHERE n.sid = v_row.sid AND n.node = v_node.parent AND n.depth = v_depth - 1) THEN
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_depth - 1;
+    END IF;
     v_head := v_row.head;
     v_row.version := v_row.version + 1;
     IF v_undo THEN

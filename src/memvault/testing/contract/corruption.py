@@ -16,7 +16,7 @@ import pytest
 
 from memvault.errors import CorruptRecordError
 from memvault.messages import Message
-from memvault.testing.contract.base import ContractBase, users
+from memvault.testing.contract.base import ContractBase, texts, users
 
 CHAIN_DAMAGE = ("missing", "self-parent")
 """How :meth:`CorruptionContract.damage` may break a chain: the node at the depth is
@@ -132,6 +132,23 @@ class CorruptionContract(ContractBase):
                 search("kiwi")
             assert (err.value.session_id, err.value.depth) == ("victim", 2)
 
+    def test_a_version_whose_head_is_missing_is_corrupt(self, store: Any) -> None:
+        """``history(at_version=N)`` of a version whose event is still in the log but
+        whose head node is gone raises CorruptRecordError naming the session, sync
+        and async alike: compact never deletes what a kept event reaches, so this is
+        damage, not a dropped version. Failing: every backend raised
+        VersionNotFoundError saying ``compact(keep_events=...)`` had dropped it."""
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append(users(3))
+        s.append(users(2, "x"))
+        self.damage(store, "victim", 5, "missing")
+        with pytest.raises(CorruptRecordError) as err:
+            s.history(at_version=2)
+        assert err.value.session_id == "victim"
+        assert "version 2" in err.value.reason
+        assert texts(s.history(at_version=1)) == ["m0", "m1", "m2"]
+
     def test_missing_head_leaves_pop_undone(self, store: Any) -> None:
         """pop of a head whose node is gone raises CorruptRecordError and changes
         nothing. Failing: pop committed (version bumped) before failing, or raised a
@@ -146,6 +163,29 @@ class CorruptionContract(ContractBase):
         assert (err.value.session_id, err.value.depth) == ("victim", 3)
         assert (s.info().version, s.info().length) == (1, 3)
         assert [e.op for e in s.log()] == ["append"]
+
+    @pytest.mark.parametrize("kind", CHAIN_DAMAGE)
+    def test_pop_onto_a_broken_link_leaves_pop_undone(self, store: Any, kind: str) -> None:
+        """pop of a message whose link down is broken (the node below it missing, or
+        the message made its own parent) raises CorruptRecordError naming the depth
+        below it and changes nothing, however often it is tried: the new head must
+        sit one level lower. Failing: pop never checked the new head; on Redis it
+        popped a head that was its own parent, and history then returned
+        m1..m4 as ['m2', 'm3', 'm4', 'm5'] with no error; SQLite and PostgreSQL
+        committed the pop, and every later read raised.
+        """
+        self.require("corrupt")
+        sent = users(5)
+        s = store.session("victim")
+        s.append(sent)
+        self.damage(store, "victim", 5 if kind == "self-parent" else 4, kind)
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError) as err:
+                s.pop()
+            assert (err.value.session_id, err.value.depth) == ("victim", 4)
+        assert (s.info().version, s.info().length) == (1, 5)
+        assert [e.op for e in s.log()] == ["append"]
+        _loud("victim", s.history, sent, 4)
 
     def test_pop_over_a_missing_earlier_summary_is_loud(self, store: Any) -> None:
         """pop undoing a summary whose earlier summary is gone raises

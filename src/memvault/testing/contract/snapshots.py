@@ -76,6 +76,22 @@ class SnapshotsContract(ContractBase):
         s.rollback(saved.name)
         assert texts(s.history()) == ["m0", "x0", "x1"]
 
+    def test_rollback_of_a_trimmed_session_is_undoable(self, store: Any) -> None:
+        """The snapshot a rollback saves of a trimmed session stores its visible
+        length (the one it answers and lists), and rolling back to it undoes the
+        rollback. Failing: PostgreSQL stored depth + base as that length and answered
+        depth - base (a mutant survived the suite).
+        """
+        s = store.session("s")
+        s.append(users(4))
+        s.trim(keep_last=2)
+        s.snapshot("cp")
+        s.append(users(1, "x"))
+        saved = s.rollback("cp")
+        assert saved.length == {n.name: n.length for n in s.snapshots()}[saved.name] == 3
+        s.rollback(saved.name)
+        assert texts(s.history()) == ["m2", "m3", "x0"]
+
     def test_rollback_to_missing_snapshot(self, store: Any) -> None:
         """A missing snapshot raises SnapshotNotFoundError and changes nothing.
         Failing: rollback changes the session before finding the snapshot.

@@ -464,3 +464,30 @@ def test_a_search_counts_no_summary_as_a_message(url: str) -> None:
             s.summarize(Message.system(f"S{through}", id=f"S{through}"), through=through)
         assert s.search("gone") == []
         assert [h.position for h in s.search("gone", include_hidden=True)] == [None]
+
+
+def test_a_read_only_search_merges_indexed_and_new_messages_by_score(tmp_path: Path) -> None:
+    """A read-only SQLite store ranks the messages its index lags behind beside the
+    indexed ones: every ``k`` takes the best ``k`` of both, scoped to the sessions
+    searched (each hit once)."""
+    url = f"sqlite:///{tmp_path}/m.db"
+    words = {"s": ["fig", "fig fig fig", "pear pear"], "t": ["fig fig", "pear"]}
+    with memvault.open(url) as store:
+        for name, bodies in words.items():
+            store.session(name).append([Message.user(bodies[0], id="i")])
+        store.search("fig")  # indexes the first message of each
+        for name, bodies in words.items():
+            store.session(name).append([Message.user(b, id=f"n{i}")
+                                        for i, b in enumerate(bodies[1:])])
+    with memvault.open(f"{url}?mode=ro") as store:
+        every = store.search("fig pear", k=10)
+        assert sorted((h.session_id, h.message.content) for h in every) == sorted(
+            (name, b) for name, bodies in words.items() for b in bodies)
+        assert [h.score for h in every] == sorted((h.score for h in every), reverse=True)
+        for k in range(1, len(every) + 1):
+            for hits in (store.search("fig pear", k=k), store.search("fig pear", k=k,
+                                                                       sessions=["s", "t"])):
+                assert [(h.session_id, h.message.content) for h in hits] == [
+                    (h.session_id, h.message.content) for h in every[:k]]
+            assert [h.message.content for h in store.session("s").search("fig pear", k=k)] \
+                == [h.message.content for h in every if h.session_id == "s"][:k]

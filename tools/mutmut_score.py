@@ -65,6 +65,15 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
      "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
      "rowids = [(_rowid(row.key, n, ), _rowid(row.key, n, True)) for n in nodes]",
      "_rowid's summary defaults to False: the same rowid"),
+    ("sqlite.py", "_SqliteTxn.message_count", "first = _span(row)[0]",
+     "first = _span(row)[1]",
+     "the count (only search's choice of its linear fast path) is then 0, never a "
+     "depth a visible hit can have: search takes the walk, which is always right"),
+    ("sqlite.py", "_SqliteTxn.message_count", "first | pending, first | row.next_node)[0]",
+     "first & pending, first | row.next_node)[0]",
+     "the range then starts at rowid 0 and counts the session's indexed messages and "
+     "summaries and earlier sessions' nodes again: a count too high only makes search "
+     "take the walk, which is always right"),
     ("engine.py", "Engine._full", "if summary.depth <= row.base:",
      "if summary.depth < row.base:",
      "a summary taken through exactly base is then kept, but the full view shows a "

@@ -11,6 +11,7 @@ import pytest
 import memvault
 from memvault import BackendUnavailableError, ConfigurationError, Message
 from memvault.backends.sqlite import _KEYS, SCHEMA_VERSION
+from memvault.testing import ConceptEmbedder
 
 
 def test_wal_and_schema_version(tmp_path: Path) -> None:
@@ -156,6 +157,43 @@ def test_locked_database_is_unavailable_and_writes_nothing(tmp_path: Path) -> No
         assert [m.content for m in s.history()] == ["before"]
         s.append([Message.user("after")])
         assert len(s.history()) == 2
+
+
+def test_reads_answer_while_another_connection_holds_the_write_lock(tmp_path: Path) -> None:
+    """Every read begins DEFERRED (or runs as one statement): while another connection
+    holds the write lock past busy_timeout, the log, snapshots, sessions, an old
+    version, a summarized session's full view and a search by meaning (in a store
+    that has yet to read the embedder's space too) still answer.
+    Failing: a read begun IMMEDIATE waits for the lock and raises
+    BackendUnavailableError."""
+    path = tmp_path / "r.db"
+    with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
+                       embedder=ConceptEmbedder()) as store:
+        s = store.session("s")
+        s.append([Message.user("a kitten", id="k"), Message.user("a car", id="c")])
+        s.snapshot("cp")
+        s.summarize(Message.system("pets", id="S"), through="k")
+        reads = {
+            "log": lambda: [e.op for e in s.log()],
+            "snapshots": lambda: [snap.name for snap in s.snapshots()],
+            "sessions": store.sessions,
+            "old version": lambda: [m.id for m in s.history(at_version=1)],
+            "full view": lambda: [m.id for m in s.history(full=True)],
+            "search": lambda: [h.message.id for h in s.search("feline")],
+        }
+        expected = {name: read() for name, read in reads.items()}
+        assert expected["full view"] == ["k", "S", "c"] and expected["search"][0] == "k"
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            assert {name: read() for name, read in reads.items()} == expected
+            with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
+                               embedder=ConceptEmbedder()) as fresh:  # reads the space
+                assert [h.message.id for h in fresh.session("s").search("feline")] == \
+                    expected["search"]
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
 
 
 @pytest.mark.parametrize("durability,expected", [("full", 2), ("normal", 1)])

@@ -39,6 +39,24 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
        "fork's pointers when the source does not exist: the chain is read and the "
        "summary copied only if it does, and a snapshot asked of it raises first")
       for k in range(6)),
+    *(("engine.py", function, "with self.transaction(False) as txn:",
+        "with self.transaction(True) as txn:",
+        "SQLite overrides this read with one statement outside any transaction, and the "
+        "memory store's transaction ignores the flag: no backend runs this one's mode")
+      for function in ("Engine.info", "Engine.sessions_page")),
+    ("engine.py", "Engine.snapshot",
+     'self._commit(txn, row, "snapshot", w, (row.head, row.base), {"name": name}, bump=False)',
+     'self._commit(txn, row, "snapshot", w, (row.head, row.base), {"name": name}, bump=None)',
+     "_commit reads bump only for its truth: None is false as False is"),
+    ("engine.py", "Engine._chain", "nodes = txn.chain(row, head, count) if count else []",
+     "nodes = txn.chain(row, head, count) if (count) or True else []",
+     "a chain of 0 nodes is empty on both backends (the memory walk stops at once, "
+     "SQLite's LIMIT 0 returns no row): only the saved query is lost"),
+    ("memory.py", "open_backend",
+     'read_options(url, "", {}, options, backend="the memory store")',
+     'read_options(url, None, {}, options, backend="the memory store")',
+     "the URL's query: read_options reads it only for its truth before splitting it, "
+     "and a memory URL with a query is refused before (it is not 'memory:' + slashes)"),
     ("sqlite.py", "_SqliteTxn.delete_nodes",
      "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
      "rowids = [(_rowid(row.key, n, None), _rowid(row.key, n, True)) for n in nodes]",
@@ -47,6 +65,15 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
      "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
      "rowids = [(_rowid(row.key, n, ), _rowid(row.key, n, True)) for n in nodes]",
      "_rowid's summary defaults to False: the same rowid"),
+    ("sqlite.py", "_SqliteTxn.message_count", "first = _span(row)[0]",
+     "first = _span(row)[1]",
+     "the count (only search's choice of its linear fast path) is then 0, never a "
+     "depth a visible hit can have: search takes the walk, which is always right"),
+    ("sqlite.py", "_SqliteTxn.message_count", "first | pending, first | row.next_node)[0]",
+     "first & pending, first | row.next_node)[0]",
+     "the range then starts at rowid 0 and counts the session's indexed messages and "
+     "summaries and earlier sessions' nodes again: a count too high only makes search "
+     "take the walk, which is always right"),
     ("engine.py", "Engine._full", "if summary.depth <= row.base:",
      "if summary.depth < row.base:",
      "a summary taken through exactly base is then kept, but the full view shows a "

@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 import memvault
 from memvault import BackendError, BackendUnavailableError, ConfigurationError, Message
 from memvault.cli import app
-from memvault.testing import ConceptEmbedder
 
 READS = [["sessions"], ["show", "x"], ["log", "x"], ["snapshots", "x"], ["export"],
          ["sessions", "--json"]]
@@ -66,31 +65,6 @@ def test_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:
             assert done.exit_code == 0, (args, done.stderr)
         with memvault.open(url, busy_timeout=0) as store:
             assert [m.content for m in store.session("x").history()] == ["hello"]
-
-
-def test_no_read_takes_the_write_lock(tmp_path: Path) -> None:
-    """Every read of a read-write store works at busy_timeout=0 while another
-    connection holds the write lock: the full view of a popped session, an old
-    version, the log, the snapshots, the session list, a search with vectors and a
-    compact that finds nothing to delete. Failing: a read began as a write (BEGIN
-    IMMEDIATE) and found the lock taken ("database is locked")."""
-    url = f"sqlite:///{tmp_path}/x.db"
-    with memvault.open(url, embedder=ConceptEmbedder()) as store:
-        s = store.session("x")
-        s.append([Message.user("a cat"), Message.user("a dog")])
-        s.snapshot("cp")
-        s.pop()  # the full view is no longer a plain range of nodes
-        assert len(s.search("feline")) == 1  # indexes what the appends left pending
-    with write_locked(tmp_path / "x.db"), \
-            memvault.open(url, busy_timeout=0, embedder=ConceptEmbedder()) as store:
-        s = store.session("x")
-        assert [m.content for m in s.history(full=True)] == ["a cat"]
-        assert [m.content for m in s.history(at_version=1)] == ["a cat", "a dog"]
-        assert [e.op for e in s.log()] == ["append", "snapshot", "pop"]
-        assert [snap.name for snap in s.snapshots()] == ["cp"]
-        assert store.sessions() == ["x"]
-        assert [h.message.content for h in s.search("feline")] == ["a cat"]
-        assert store.compact().vectors == 0
 
 
 def test_a_busy_new_database_is_unavailable_not_misconfigured(tmp_path: Path) -> None:

@@ -197,6 +197,45 @@ def test_writes_wait_for_the_write_lock(tmp_path: Path) -> None:
         assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
 
 
+def test_reads_answer_while_another_connection_holds_the_write_lock(tmp_path: Path) -> None:
+    """Every read begins DEFERRED (or runs as one statement): while another connection
+    holds the write lock past busy_timeout, the log, snapshots, sessions, an old
+    version, a summarized session's full view, compact's sweep of the vectors (it
+    reads every stored text) and a search by meaning (in a store
+    that has yet to read the embedder's space too) still answer.
+    Failing: a read begun IMMEDIATE waits for the lock and raises
+    BackendUnavailableError."""
+    path = tmp_path / "r.db"
+    with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
+                       embedder=ConceptEmbedder()) as store:
+        s = store.session("s")
+        s.append([Message.user("a kitten", id="k"), Message.user("a car", id="c")])
+        s.snapshot("cp")
+        s.summarize(Message.system("pets", id="S"), through="k")
+        reads = {
+            "log": lambda: [e.op for e in s.log()],
+            "snapshots": lambda: [snap.name for snap in s.snapshots()],
+            "sessions": store.sessions,
+            "old version": lambda: [m.id for m in s.history(at_version=1)],
+            "full view": lambda: [m.id for m in s.history(full=True)],
+            "search": lambda: [h.message.id for h in s.search("feline")],
+            "compact's vectors": lambda: store.compact().vectors,  # finds none to delete
+        }
+        expected = {name: read() for name, read in reads.items()}
+        assert expected["full view"] == ["k", "S", "c"] and expected["search"][0] == "k"
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            assert {name: read() for name, read in reads.items()} == expected
+            with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
+                               embedder=ConceptEmbedder()) as fresh:  # reads the space
+                assert [h.message.id for h in fresh.session("s").search("feline")] == \
+                    expected["search"]
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+
+
 @pytest.mark.parametrize("durability,expected", [("full", 2), ("normal", 1)])
 def test_durability_sets_synchronous(tmp_path: Path, durability: str, expected: int) -> None:
     from memvault.backends.sqlite import SqliteBackend

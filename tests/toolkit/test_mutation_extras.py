@@ -227,7 +227,8 @@ def test_memory_urls_and_options() -> None:
         memvault.open(url).close()
     with pytest.raises(memvault.ConfigurationError, match=r"takes no path or host.*memory://X"):
         memvault.open("memory://X")
-    with pytest.raises(memvault.ConfigurationError, match="memory://: unsupported option"):
+    with pytest.raises(memvault.ConfigurationError, match=r"^memory://: unsupported option "
+                       r"'durability'; the memory store takes no option$"):
         memvault.open("memory://", durability="full")
 
 
@@ -418,3 +419,48 @@ def test_damaged_events_and_snapshots_are_named(tmp_path: Path) -> None:
                            match=r"^corrupt record in session 's': snapshot 'cp' cannot"):
             s.rollback("cp")
         assert [m.content for m in s.history()] == ["a", "b"]
+
+
+@pytest.mark.parametrize(("indexed", "popped", "appended"), [(3, 3, 2), (2, 1, 1), (3, 2, 1)])
+def test_a_search_before_or_after_indexing_never_shows_a_popped_message(
+        url: str, indexed: int, popped: int, appended: int) -> None:
+    """Messages indexed (a search), some popped, others appended (a SQLite store
+    leaves them to the next search to index): the popped ones are hidden, their
+    depths held again by new messages. A read-only SQLite store cannot index the
+    new ones and ranks them itself; the store that wrote them indexes them first.
+    The depth equals the count of the indexed messages, of the new ones, or their
+    difference in one case each: search may take the chain for linear (every
+    stored message visible) only if it counts every stored message."""
+    old = [f"old{i}" for i in range(indexed)]
+    with memvault.open(url) as store:
+        s = store.session("s")
+        s.append([Message.user(w, id=w) for w in old])
+        s.search("anything")
+        for _ in range(popped):
+            s.pop()
+        s.append([Message.user(f"new{i}", id=f"new{i}") for i in range(appended)])
+        visible = old[:indexed - popped] + [f"new{i}" for i in range(appended)]
+        reads = [] if url.startswith("memory") else [memvault.open(f"{url}?mode=ro")]
+        reads.append(store)  # after the read-only store: it indexes the new messages
+        for read in reads:
+            hits = read.session("s").search(" ".join(old), k=10, include_hidden=True)
+            assert sorted((h.message.content, h.position) for h in hits) == sorted(
+                (w, visible.index(w) + 1 if w in visible else None) for w in old)
+            assert {h.message.content for h in read.session("s").search(" ".join(old))} == {
+                w for w in old if w in visible}
+            if read is not store:
+                read.close()
+
+
+def test_a_search_counts_no_summary_as_a_message(url: str) -> None:
+    """As many summaries as the chain is deep, and a popped message at the head's
+    depth: the popped message stays hidden (the chain is not linear)."""
+    with memvault.open(url) as store:
+        s = store.session("s")
+        s.append([Message.user(w, id=w) for w in ("a", "b", "gone")])
+        s.pop()
+        s.append([Message.user("c", id="c")])
+        for through in ("a", "b", "c"):
+            s.summarize(Message.system(f"S{through}", id=f"S{through}"), through=through)
+        assert s.search("gone") == []
+        assert [h.position for h in s.search("gone", include_hidden=True)] == [None]

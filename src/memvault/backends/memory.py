@@ -188,7 +188,7 @@ class MemoryBackend(IndexedEngine):
 
 def open_backend(url: str, **options: Any) -> Backend:
     """Open ``memory://`` (it takes no path, host or option)."""
-    if url.rstrip("/") not in ("memory:", "memory:/"):
+    if url.rstrip("/") != "memory:":
         raise ConfigurationError(
             f"the memory store takes no path or host: use 'memory://', not {redact(url)!r}")
     read_options(url, "", {}, options, backend="the memory store")

@@ -523,13 +523,16 @@ class _SqliteTxn:
             yield from heapq.merge(indexed, lagging, key=lambda match: -match[3])
 
     def message_count(self, row: Row) -> int:
+        """The session's messages in the index (rowids from its first, below the summary
+        bit), and those not yet in it (nodes from pending on: never a summary)."""
         assert isinstance(row.key, int)
-        count: int = self._one("SELECT count(*) FROM search WHERE rowid BETWEEN ? AND ?",
-                               _rowid(row.key, 0, False), _rowid(row.key, 0, True) - 1)[0]
+        first = _span(row)[0]
+        count: int = self._one("SELECT count(*) FROM search WHERE rowid >= ? AND rowid < ?",
+                               first, first | _SUMMARY_BIT)[0]
         pending = self._pending[row.key]
-        if pending:  # messages not yet in the index
-            count += self._one("SELECT count(*) FROM nodes WHERE id BETWEEN ? AND ?",
-                               _rowid(row.key, pending), _rowid(row.key, row.next_node - 1))[0]
+        if pending:
+            count += self._one("SELECT count(*) FROM nodes WHERE id >= ? AND id < ?",
+                               first | pending, first | row.next_node)[0]
         return count
 
     def ancestors(self, row: Row, head: int, count: int) -> list[int]:

@@ -287,6 +287,13 @@ elseif op == 'pop' then
   local link, parent, depth, id = redis.call('HGET', LINKS, node), nil, nil, nil
   if link then parent, depth, id = parse_link(link) end
   if depth ~= expect then return {'corrupt', expect, 'chain'} end
+  if not undo and depth - 1 > row.base then
+    -- the new head (unless hidden: compact may have deleted it) sits one level lower
+    local below = redis.call('HGET', LINKS, parent)
+    if not below or select(2, parse_link(below)) ~= depth - 1 then
+      return {'corrupt', depth - 1, 'chain'}
+    end
+  end
   local message = redis.call('HGET', MSGS, node)
   if not message then return {'corrupt', depth, 'missing'} end
   if redis.sha1hex(message) ~= ARGV[6] then return {'moved'} end
@@ -328,9 +335,10 @@ elseif op == 'rollback' then
   local name = ARGV[6]
   local target = row and redis.call('HGET', SNAPS, name)
   if not target then return {'missing'} end
+  target = snapshot_of(row, target)
+  if not target then return {'damaged'} end
   local saved_name = ARGV[7] .. row.version
   local saved = save_snapshot(row, saved_name, true)
-  target = cjson.decode(target)
   local head0, base0 = row.head, row.base
   row.head, row.base, row.depth = target[2], target[3], target[3] + target[5]
   row.summary, row.through = target[8] or 0, target[9] or 0

@@ -42,8 +42,10 @@ class CorruptionContract(ContractBase):
         """Damage the stored session: ``kind`` is one of :data:`CHAIN_DAMAGE` (the node
         at ``depth`` of the visible chain), ``"summary"`` (the newest node at ``depth``,
         a summary taken through the message there, is deleted), ``"event"`` (the
-        newest event's detail becomes text that is not JSON) or ``"snapshot"`` (the
-        record of the session's first snapshot becomes unreadable). Override it with
+        newest event's detail becomes text that is not JSON), ``"snapshot"`` (the
+        record of the session's first snapshot becomes unreadable),
+        ``"snapshot-length"`` (its length becomes -7) or ``"snapshot-head"`` (its
+        head becomes node 999, beyond the session's nodes). Override it with
         the ``corrupt`` capability; skip for a kind the backend cannot hold damaged
         (e.g. records kept as objects).
         """
@@ -164,6 +166,29 @@ class CorruptionContract(ContractBase):
         assert (s.info().version, s.info().length) == (1, 3)
         assert [e.op for e in s.log()] == ["append"]
 
+    @pytest.mark.parametrize("kind", CHAIN_DAMAGE)
+    def test_pop_onto_a_broken_link_leaves_pop_undone(self, store: Any, kind: str) -> None:
+        """pop of a message whose link down is broken (the node below it missing, or
+        the message made its own parent) raises CorruptRecordError naming the depth
+        below it and changes nothing, however often it is tried: the new head must
+        sit one level lower. Failing: pop never checked the new head; on Redis it
+        popped a head that was its own parent, and history then returned
+        m1..m4 as ['m2', 'm3', 'm4', 'm5'] with no error; SQLite and PostgreSQL
+        committed the pop, and every later read raised.
+        """
+        self.require("corrupt")
+        sent = users(5)
+        s = store.session("victim")
+        s.append(sent)
+        self.damage(store, "victim", 5 if kind == "self-parent" else 4, kind)
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError) as err:
+                s.pop()
+            assert (err.value.session_id, err.value.depth) == ("victim", 4)
+        assert (s.info().version, s.info().length) == (1, 5)
+        assert [e.op for e in s.log()] == ["append"]
+        _loud("victim", s.history, sent, 4)
+
     def test_pop_over_a_missing_earlier_summary_is_loud(self, store: Any) -> None:
         """pop undoing a summary whose earlier summary is gone raises
         CorruptRecordError naming the session and the undone summary's depth, and
@@ -235,6 +260,40 @@ class CorruptionContract(ContractBase):
         with pytest.raises(CorruptRecordError, match=named) as err:
             getattr(s, read)()
         assert err.value.session_id == "victim"
+
+    @pytest.mark.parametrize("kind", ["snapshot", "snapshot-length", "snapshot-head"])
+    def test_a_damaged_snapshot_is_loud_everywhere(self, store: Any, kind: str) -> None:
+        """A snapshot whose record cannot be decoded, or whose pointers cannot be right
+        (a length below 0; a head beyond the session's nodes): snapshots(),
+        rollback and fork(at=) raise CorruptRecordError naming the session and the
+        snapshot, and write nothing (rollback and fork may go through where the
+        damage is only in a field they do not read, the time SQLite and PostgreSQL
+        keep apart). Failing: on Redis rollback and fork of a record that is not JSON
+        raised a raw BackendError; a length of -7 was listed by snapshots(), and
+        rollback to it left PostgreSQL a session of length -7 with an empty history.
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append(users(3))
+        s.snapshot("here")
+        s.append(users(1, "x"))
+        self.damage(store, "victim", 1, kind)
+        with pytest.raises(CorruptRecordError, match="'here'") as err:
+            s.snapshots()
+        assert err.value.session_id == "victim"
+        calls: list[Callable[[], Any]] = [lambda: s.fork("copy", at="here"),
+                                          lambda: s.rollback("here")]
+        for call in calls:
+            try:
+                call()
+            except CorruptRecordError as exc:
+                assert exc.session_id == "victim" and "'here'" in str(exc), exc
+                assert store.sessions() == ["victim"]
+                assert (s.info().version, [e.op for e in s.log()]) == (
+                    2, ["append", "snapshot", "append"])
+                assert texts(s.history()) == ["m0", "m1", "m2", "x0"]
+            else:
+                assert kind == "snapshot", "a damaged snapshot went unnoticed"
 
     def test_deeply_nested_body_is_loud(self, store: Any) -> None:
         """A stored body nested 100,000 deep raises CorruptRecordError naming the

@@ -34,7 +34,8 @@ class SummariesContract(ContractBase):
         assert (info.version, info.length, info.summarized) == (2, 4, 3)
         event = s.log()[-1]
         assert (event.op, event.version) == ("summarize", 2)
-        assert event.detail["through"] == msgs[2].id and event.detail["messages"] == 3
+        assert event.detail == {"summary_id": s.history()[0].id, "through": msgs[2].id,
+                                "messages": 3}
 
     def test_history_last_around_the_summary(self, store: Any) -> None:
         """history(last=N) counts the summary as the oldest message of the view; in
@@ -92,23 +93,39 @@ class SummariesContract(ContractBase):
 
     def test_bad_through_writes_nothing(self, store: Any) -> None:
         """An unknown, popped or already summarized ``through``, a summary on a
-        missing session or with a stored id: a clear error, nothing written.
-        Failing: summarize checks after writing, or not at all."""
-        with pytest.raises(InvalidMessageError):
+        missing session, with a stored id or at another version: the exact error,
+        naming the session and the message, and nothing written.
+        Failing: summarize checks after writing, or not at all, or names the wrong
+        session or message."""
+        def unknown(session: str, through: str) -> str:
+            return (f"session {session!r} has no message {through!r} to summarize through; "
+                    "nothing was written")
+
+        with pytest.raises(InvalidMessageError, match=f"^{re.escape(unknown('nobody', 'nope'))}$"):
             store.session("nobody").summarize(Message.system("S"), through="nope")
         assert store.session("nobody").info() is None
         s, msgs = _summarized(store)
         s.pop()
         state = (s.info().version, texts(s.history(full=True)))
-        for through in ("nope", msgs[5].id, msgs[1].id, msgs[2].id):
-            with pytest.raises(InvalidMessageError):
+        refusals = {
+            "nope": unknown("s", "nope"),
+            "": "through must be a message id (a non-empty string), not ''",
+            msgs[5].id: f"message {msgs[5].id!r} is not in the visible history of session "
+                        "'s' (popped, trimmed, cleared, rolled back or itself a summary); "
+                        "nothing was written",
+            **{m.id: f"message {m.id!r} of session 's' is already summarized: a new summary "
+                     "must reach past the previous one; nothing was written" for m in msgs[1:3]},
+        }
+        for through, text in refusals.items():
+            with pytest.raises(InvalidMessageError, match=f"^{re.escape(text)}$"):
                 s.summarize(Message.system("X"), through=through)
         with pytest.raises(DuplicateMessageError, match=re.escape(
                 f"session 's': 1 of 1 message ids are already stored (e.g. {msgs[0].id!r});"
                 " nothing was written")):
             s.summarize(msgs[0], through=msgs[4].id)
-        with pytest.raises(InvalidMessageError):
-            s.summarize(Message.system("X"), through="")
+        with pytest.raises(ConflictError, match=re.escape(
+                f"session 's' is at version {state[0]}, expected {state[0] + 5}")):
+            s.summarize(Message.system("X"), through=msgs[4].id, expect_version=state[0] + 5)
         assert (s.info().version, texts(s.history(full=True))) == state
 
     def test_summary_through_a_trimmed_message_is_refused(self, store: Any) -> None:

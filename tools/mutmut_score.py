@@ -52,6 +52,11 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
      "nodes = txn.chain(row, head, count) if (count) or True else []",
      "a chain of 0 nodes is empty on both backends (the memory walk stops at once, "
      "SQLite's LIMIT 0 returns no row): only the saved query is lost"),
+    *(("engine.py", "Engine.append", "return row.version if row else 0", mutated,
+       "a retry returns only when its ids are stored, which needs a row (found is "
+       "empty without one): the else branch is never taken")
+      for mutated in ("return row.version if (row) or True else 0",
+                      "return row.version if row else 1")),
     ("memory.py", "open_backend",
      'read_options(url, "", {}, options, backend="the memory store")',
      'read_options(url, None, {}, options, backend="the memory store")',

@@ -173,6 +173,15 @@ def broken_chain(session_id: str, depth: int) -> CorruptRecordError:
         "the chain is broken here (a message is missing or linked to the wrong parent)")
 
 
+def damaged_snapshot(session_id: str, name: str) -> CorruptRecordError:
+    """A snapshot whose record cannot be decoded or whose pointers cannot be right: a
+    length, base or head below 0, a head beyond the session's nodes, a head of none
+    with messages (or a head with none)."""
+    return CorruptRecordError(
+        session_id, None, f"snapshot {name!r} is damaged: its head, base and length "
+        "cannot be right")
+
+
 def not_utf8(session_id: str, depth: int) -> CorruptRecordError:
     """A stored body whose bytes are not UTF-8 text."""
     return CorruptRecordError(session_id, depth, "not UTF-8 text")

@@ -13,6 +13,7 @@ from memvault.testing import CHAIN_DAMAGE, AsyncStoreContract, StoreContract
 
 # memory:// is private to one process and one open: nothing to share or reopen.
 MEMORY = frozenset({"ttl", "corrupt", "vectors"})
+SNAPSHOT_FIELDS = {"snapshot-length": {"length": -7}, "snapshot-head": {"head": 999}}
 
 
 class MemoryContract:
@@ -38,8 +39,13 @@ class MemoryContract:
         session.nodes[node.node] = dataclasses.replace(node, body=body)
 
     def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
-        if kind not in (*CHAIN_DAMAGE, "summary"):
+        if kind not in (*CHAIN_DAMAGE, "summary", *SNAPSHOT_FIELDS):
             pytest.skip("memory:// keeps events and snapshots as objects")
+        if kind in SNAPSHOT_FIELDS:
+            snaps = self._nodes(store, session_id).snapshots
+            first = next(iter(snaps.values()))
+            snaps[first.name] = dataclasses.replace(first, **SNAPSHOT_FIELDS[kind])
+            return
         if kind == "summary":
             session = self._nodes(store, session_id)
             del session.nodes[max(n.node for n in session.nodes.values() if n.depth == depth)]

@@ -42,6 +42,10 @@ DAMAGE = {
              f" (SELECT max(id) FROM events WHERE sid = {_SID})",
     "snapshot": f"UPDATE snapshots SET created_at = 1e300 WHERE rowid ="
                 f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",
+    "snapshot-length": f"UPDATE snapshots SET length = -7 WHERE rowid ="
+                       f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",
+    "snapshot-head": f"UPDATE snapshots SET head = 999 WHERE rowid ="
+                     f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",
 }
 
 

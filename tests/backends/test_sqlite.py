@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,8 @@ import pytest
 import memvault
 from memvault import BackendUnavailableError, ConfigurationError, Message
 from memvault.backends.sqlite import _KEYS, SCHEMA_VERSION
+from memvault.reindex import open_for_reindex
+from memvault.testing import ConceptEmbedder
 
 
 def test_wal_and_schema_version(tmp_path: Path) -> None:
@@ -156,6 +161,79 @@ def test_locked_database_is_unavailable_and_writes_nothing(tmp_path: Path) -> No
         assert [m.content for m in s.history()] == ["before"]
         s.append([Message.user("after")])
         assert len(s.history()) == 2
+
+
+@contextmanager
+def locked_for_a_moment(path: Path) -> Iterator[None]:
+    """Another connection holds the write lock, and a thread releases it 0.2 s later."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.2, other.execute, ("ROLLBACK",))
+    release.start()
+    try:
+        yield
+    finally:
+        release.join()
+        other.close()
+
+
+def test_writes_wait_for_the_write_lock(tmp_path: Path) -> None:
+    """A write begins by taking the write lock (BEGIN IMMEDIATE), so it waits
+    (busy_timeout) while another writer holds it: a summary, and `reindex --replace`
+    recording its embedder over the old one's vectors. Failing: such a write began as
+    a read (DEFERRED): SQLite cannot wait to turn a read into a write, and fails at
+    once with "database is locked" (BackendUnavailableError). (A write whose first
+    statement writes takes the lock either way.)"""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with memvault.open(url, embedder=ConceptEmbedder()) as store:
+        s = store.session("s")
+        s.append([Message.user("a cat"), Message.user("a dog")])
+        with locked_for_a_moment(tmp_path / "x.db"):
+            s.summarize(Message.system("pets"), through=s.history()[0].id)
+        assert [m.content for m in s.history()] == ["pets", "a dog"]
+    with locked_for_a_moment(tmp_path / "x.db"):
+        open_for_reindex(url, ConceptEmbedder(), replace=True).close()
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+
+
+def test_reads_answer_while_another_connection_holds_the_write_lock(tmp_path: Path) -> None:
+    """Every read begins DEFERRED (or runs as one statement): while another connection
+    holds the write lock past busy_timeout, the log, snapshots, sessions, an old
+    version, a summarized session's full view, compact's sweep of the vectors (it
+    reads every stored text) and a search by meaning (in a store
+    that has yet to read the embedder's space too) still answer.
+    Failing: a read begun IMMEDIATE waits for the lock and raises
+    BackendUnavailableError."""
+    path = tmp_path / "r.db"
+    with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
+                       embedder=ConceptEmbedder()) as store:
+        s = store.session("s")
+        s.append([Message.user("a kitten", id="k"), Message.user("a car", id="c")])
+        s.snapshot("cp")
+        s.summarize(Message.system("pets", id="S"), through="k")
+        reads = {
+            "log": lambda: [e.op for e in s.log()],
+            "snapshots": lambda: [snap.name for snap in s.snapshots()],
+            "sessions": store.sessions,
+            "old version": lambda: [m.id for m in s.history(at_version=1)],
+            "full view": lambda: [m.id for m in s.history(full=True)],
+            "search": lambda: [h.message.id for h in s.search("feline")],
+            "compact's vectors": lambda: store.compact().vectors,  # finds none to delete
+        }
+        expected = {name: read() for name, read in reads.items()}
+        assert expected["full view"] == ["k", "S", "c"] and expected["search"][0] == "k"
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            assert {name: read() for name, read in reads.items()} == expected
+            with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
+                               embedder=ConceptEmbedder()) as fresh:  # reads the space
+                assert [h.message.id for h in fresh.session("s").search("feline")] == \
+                    expected["search"]
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
 
 
 @pytest.mark.parametrize("durability,expected", [("full", 2), ("normal", 1)])

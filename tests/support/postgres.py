@@ -97,6 +97,10 @@ def damage(url: str, session_id: str, depth: int, kind: str) -> None:
                  f" (SELECT max(id) FROM {q}.events WHERE sid = {sid})",
         "snapshot": f"UPDATE {q}.snapshots SET created_at = 1e300 WHERE id ="
                     f" (SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})",
+        "snapshot-length": f"UPDATE {q}.snapshots SET length = -7 WHERE id ="
+                           f" (SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})",
+        "snapshot-head": f"UPDATE {q}.snapshots SET head = 999 WHERE id ="
+                         f" (SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})",
     }[kind]
     with admin() as conn:
         changed = conn.execute(sql, {"name": session_id.encode(), "depth": depth}).rowcount

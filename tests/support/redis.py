@@ -91,8 +91,12 @@ def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memv
         elif kind == "event":
             client.lset(log, -1, "not json {")
         else:
-            [name] = [n for n, v in client.hgetall(snaps).items() if json.loads(v)[0] == 1]
-            client.hset(snaps, name, "[1, 2")
+            [(name, value)] = [(n, json.loads(v)) for n, v in client.hgetall(snaps).items()
+                               if json.loads(v)[0] == 1]
+            field = {"snapshot-length": (4, -7), "snapshot-head": (1, 999)}.get(kind)
+            if field:
+                value[field[0]] = field[1]
+            client.hset(snaps, name, json.dumps(value) if field else "[1, 2")
     finally:
         client.close()
 

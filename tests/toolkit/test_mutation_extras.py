@@ -208,6 +208,13 @@ def test_errors_name_the_session_and_snapshot(store: Any) -> None:
         s.rollback("x")
     with pytest.raises(memvault.ConflictError, match="session 's' is at version 1, expected 5"):
         s.append([Message.user("c")], expect_version=5)
+    s.append([Message.user("d", id="d")])
+    with pytest.raises(memvault.DuplicateMessageError, match=re.escape(
+            "session 's': 1 of 2 message ids are already stored (e.g. 'd'); nothing was written")):
+        s.append([Message.user("e", id="e"), Message.user("d", id="d")])
+    with pytest.raises(memvault.ConflictError,
+                       match=r"^session 's' does not store message 'zz'$"):
+        s.append([Message.user("e", id="e")], expect_message="zz")
     assert store.session("z").fork("empty").history() == []
     assert store.session("empty").log()[0].detail == {"from": "z", "at": None}
 

@@ -20,6 +20,7 @@ from memvault.backends.base import Stored, Write
 from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
     CorruptRecordError,
     broken_chain,
+    damaged_snapshot,
     duplicate_ids,
     hidden_through,
     message_missing,
@@ -62,6 +63,16 @@ def check_chain(session_id: str, depths: Sequence[int], top: int, count: int) ->
             raise broken_chain(session_id, top - k)
     if len(depths) != count:
         raise broken_chain(session_id, top - len(depths))
+
+
+def check_snapshot(session_id: str, snap: Snapshot, next_node: int) -> Snapshot:
+    """``snap``, a snapshot of a session whose next node id is ``next_node``, if its
+    pointers can be right; else CorruptRecordError naming it (a rollback to it would
+    leave the session a length below 0 or a head that is not there)."""
+    if min(snap.head, snap.base, snap.length) < 0 or snap.head >= next_node \
+            or (snap.head == 0) != (snap.base + snap.length == 0):
+        raise damaged_snapshot(session_id, snap.name)
+    return snap
 
 
 def decoded(session_id: str, what: str, parse: Callable[[], T]) -> T:
@@ -530,7 +541,8 @@ class Engine:
     def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            return txn.snapshots(row) if row else []
+            return [check_snapshot(session_id, snap, row.next_node)
+                    for snap in txn.snapshots(row)] if row else []
 
     def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
         with self.transaction(True) as txn:
@@ -538,6 +550,7 @@ class Engine:
             target = txn.get_snapshot(row, name) if row else None
             if row is None or target is None:
                 raise snapshot_missing(session_id, name)
+            check_snapshot(session_id, target, row.next_node)
             saved = self._save_snapshot(
                 txn, row, f"{AUTO_PREFIX}pre-rollback@v{row.version}", w, auto=True
             )
@@ -559,8 +572,9 @@ class Engine:
                  source.through) if source else (0, 0, 0, 0, 0, 0))
             if at is not None:
                 snap = txn.get_snapshot(source, at) if source else None
-                if snap is None:
+                if source is None or snap is None:
                     raise snapshot_missing(session_id, at)
+                check_snapshot(session_id, snap, source.next_node)
                 head, top, count, base, summary, through = (
                     snap.head, snap.base + snap.length, snap.length, snap.base, snap.summary,
                     snap.through)

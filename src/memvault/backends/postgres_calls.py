@@ -98,6 +98,7 @@ THROUGH_HIDDEN = "MV007"
 THROUGH_SUMMARIZED = "MV008"
 BROKEN_CHAIN = "MV010"
 NOT_STORED = "MV012"
+DAMAGED_SNAPSHOT = "MV013"
 
 # Server errors that roll the transaction back and may pass if retried: deadlock and
 # serialization failures, lack of resources, lock and statement timeouts, shutdowns.
@@ -109,11 +110,14 @@ def _no_refusals(state: str, detail: str) -> MemvaultError | None:
 
 
 def _damage(session_id: str, refuse: Refuse = _no_refusals) -> Refuse:
-    """``refuse``, and the damage the functions report (DETAIL: the depth) as
-    CorruptRecordError naming ``session_id``."""
+    """``refuse``, and the damage the functions report (DETAIL: the depth, or a
+    damaged snapshot's name in hex) as CorruptRecordError naming ``session_id``."""
     def check(state: str, detail: str) -> MemvaultError | None:
         if state == BROKEN_CHAIN:
             return errors.broken_chain(session_id, int(detail))
+        if state == DAMAGED_SNAPSHOT:
+            return errors.damaged_snapshot(session_id,
+                                           bytes.fromhex(detail).decode("utf-8", "replace"))
         return refuse(state, detail)
 
     return check
@@ -357,7 +361,7 @@ class Calls:
 
         params = (_utf8(session_id), _utf8(name), *self._write(w))
         return self._call(op, params, lambda rows: _snapshot(session_id, rows[0]), write=True,
-                          refuse=refuse)
+                          refuse=_damage(session_id, refuse))
 
     def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
         return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS,
@@ -365,7 +369,8 @@ class Calls:
 
     def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
         return self._call("snapshots", (_utf8(session_id), now),
-                          lambda rows: [_snapshot(session_id, r) for r in rows], write=False)
+                          lambda rows: [_snapshot(session_id, r) for r in rows], write=False,
+                          refuse=_damage(session_id))
 
     def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
         return self._named("rollback", session_id, name, w, SNAPSHOT_MISSING,

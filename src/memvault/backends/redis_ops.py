@@ -27,11 +27,12 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import decoded
+from memvault.backends.engine import check_snapshot, decoded
 from memvault.errors import (
     ConfigurationError,
     CorruptRecordError,
     broken_chain,
+    damaged_snapshot,
     duplicate_ids,
     hidden_through,
     message_missing,
@@ -488,14 +489,17 @@ class Operations:
     def snapshots(self, session_id: str, now: float) -> Op[list[Snapshot]]:
         reply = yield self._read(session_id, "snapshots", now)
         numbered = [_numbered_snapshot(session_id, _text(reply[i]), reply[i + 1])
-                    for i in range(0, len(reply), 2)]
-        return [snap for _, snap in sorted(numbered, key=lambda pair: pair[0])]
+                    for i in range(1, len(reply), 2)]
+        return [check_snapshot(session_id, snap, reply[0])
+                for _, snap in sorted(numbered, key=lambda pair: pair[0])]
 
     def rollback(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
         reply = yield from self._write(session_id, "rollback", w, name,
                                        f"{AUTO_PREFIX}pre-rollback@v")
         if reply[0] == b"missing":
             raise snapshot_missing(session_id, name)
+        if reply[0] == b"damaged":
+            raise damaged_snapshot(session_id, name)
         return _snapshot(session_id, _text(reply[1]), reply[2])
 
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Op[None]:
@@ -503,6 +507,8 @@ class Operations:
         damage = _corrupt(session_id, source)
         if damage:
             raise damage
+        if source[0] == b"damaged":
+            raise damaged_snapshot(session_id, str(at))
         missing = source[0] == b"missing"
         summary: list[str | bytes] = (
             [b"", b"", "0"] if missing else [source[1], source[2], str(source[3])])

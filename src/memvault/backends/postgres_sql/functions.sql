@@ -2,7 +2,7 @@
 --
 -- @schema@ is replaced by the quoted schema name before this runs. Every operation of
 -- memvault.backends.engine is one function here, so each costs one round trip; writers
--- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV012
+-- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV013
 -- carry domain errors to the client (see memvault.backends.postgres_calls).
 --
 -- The migrations (NNN_*.sql) create the tables, indexes and types these read and
@@ -32,6 +32,9 @@
 -- (it committed, then the client's decode raised), as the Redis script does; then
 -- those checks went: the client runs pop in a transaction and decodes the message
 -- whole before it commits (an extra key or a bad field passed them).
+-- Then snapshots, rollback and fork refused a snapshot whose pointers cannot be
+-- right (MV013; rollback to a length of -7 left the session one), and pop a new head
+-- not one level lower.
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -463,6 +466,20 @@ BEGIN
                         v_row.depth - v_row.base, p_now, false, v_row.summary, v_row.through;
 END $$;
 
+-- True if the snapshot p_snap of a session whose next node id is p_next has pointers
+-- that can be right (engine.check_snapshot); else MV013, DETAIL: its name in hex.
+CREATE OR REPLACE FUNCTION @schema@._snapshot_ok(p_snap @schema@.snapshots, p_next bigint)
+RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF least(p_snap.head, p_snap.base, p_snap.length) < 0 OR p_snap.head >= p_next
+       OR (p_snap.head = 0) <> (p_snap.base + p_snap.length = 0) THEN
+        RAISE EXCEPTION 'damaged snapshot' USING ERRCODE = 'MV013',
+            DETAIL = encode(p_snap.name, 'hex');
+    END IF;
+    RETURN true;
+END $$;
+
 CREATE OR REPLACE FUNCTION @schema@.snapshots(p_session bytea, p_now double precision)
 RETURNS SETOF @schema@.snapshot_row
 LANGUAGE sql STABLE AS $$
@@ -470,6 +487,7 @@ LANGUAGE sql STABLE AS $$
            n.through
     FROM @schema@.sessions s JOIN @schema@.snapshots n ON n.sid = s.sid
     WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
+      AND @schema@._snapshot_ok(n, s.next_node)
     ORDER BY n.id
 $$;
 
@@ -489,6 +507,7 @@ BEGIN
     IF v_row.sid IS NULL OR v_target.sid IS NULL THEN
         RAISE EXCEPTION 'snapshot not found' USING ERRCODE = 'MV004';
     END IF;
+    PERFORM @schema@._snapshot_ok(v_target, v_row.next_node);
     v_saved := convert_to('auto:pre-rollback@v' || v_row.version, 'UTF8');
     v_old := v_row;
     INSERT INTO @schema@.snapshots (sid, name, head, base, version, length, created_at, auto,
@@ -531,7 +550,7 @@ BEGIN
     END IF;
     WITH src AS (
         SELECT s.sid, s.head, s.depth, s.depth - s.base AS length, s.base, s.summary,
-               s.through
+               s.through, s.next_node
         FROM @schema@.sessions s
         WHERE s.name = p_session AND (s.expires_at IS NULL OR s.expires_at > p_now)
     ), ptr AS (
@@ -541,6 +560,7 @@ BEGIN
         SELECT src.sid, n.head, n.base + n.length, n.length, n.base, n.summary, n.through
         FROM src
         JOIN @schema@.snapshots n ON n.sid = src.sid AND n.name = p_at
+                                     AND @schema@._snapshot_ok(n, src.next_node)
     ), copied AS (
         INSERT INTO @schema@.nodes (sid, node, parent, depth, msg_id, body)
         SELECT v_row.sid, ptr.length - c.k + 1, ptr.length - c.k, ptr.length - c.k + 1,

@@ -65,6 +65,18 @@ local function parse_link(v)
   return tonumber(parent), tonumber(depth), string.sub(v, at)
 end
 
+-- The snapshot record `value` of the session `row`, decoded; nil if it cannot be
+-- decoded or its pointers cannot be right (the engine's check_snapshot).
+local function snapshot_of(row, value)
+  local ok, s = pcall(cjson.decode, value)
+  if not ok or type(s) ~= 'table' then return nil end
+  for k = 2, 5 do
+    if type(s[k]) ~= 'number' or s[k] < 0 then return nil end
+  end
+  if s[2] >= row.next or (s[2] == 0) ~= (s[3] + s[5] == 0) then return nil end
+  return s
+end
+
 -- Lua's unpack() refuses a few thousand values: long argument lists go in slices.
 local SLICE = 500
 

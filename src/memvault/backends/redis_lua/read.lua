@@ -78,8 +78,11 @@ elseif op == 'info' then
   if shows_summary(row) then summarized = row.through - row.base end
   return {row.version, view_length(row), row.created, row.updated, row.expires or '', summarized}
 elseif op == 'snapshots' then
+  -- {next node id, name, record, name, record, ...}
   if not row then return {} end
-  return redis.call('HGETALL', SNAPS)
+  local reply = redis.call('HGETALL', SNAPS)
+  table.insert(reply, 1, row.next)
+  return reply
 elseif op == 'log' then
   if not row then return {} end
   return redis.call('LRANGE', LOG, 0, -1)
@@ -95,7 +98,8 @@ elseif op == 'fork_read' then
   if ARGV[3] ~= '' then
     local snap = row and redis.call('HGET', SNAPS, ARGV[3])
     if not snap then return {'missing'} end
-    snap = cjson.decode(snap)
+    snap = snapshot_of(row, snap)
+    if not snap then return {'damaged'} end
     head, top, count = snap[2], snap[3] + snap[5], snap[5]
     base, summary, through = snap[3], snap[8] or 0, snap[9] or 0
   end

@@ -335,9 +335,10 @@ elseif op == 'rollback' then
   local name = ARGV[6]
   local target = row and redis.call('HGET', SNAPS, name)
   if not target then return {'missing'} end
+  target = snapshot_of(row, target)
+  if not target then return {'damaged'} end
   local saved_name = ARGV[7] .. row.version
   local saved = save_snapshot(row, saved_name, true)
-  target = cjson.decode(target)
   local head0, base0 = row.head, row.base
   row.head, row.base, row.depth = target[2], target[3], target[3] + target[5]
   row.summary, row.through = target[8] or 0, target[9] or 0

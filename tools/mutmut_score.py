@@ -39,11 +39,6 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
        "fork's pointers when the source does not exist: the chain is read and the "
        "summary copied only if it does, and a snapshot asked of it raises first")
       for k in range(6)),
-    *(("engine.py", function, "with self.transaction(False) as txn:",
-        "with self.transaction(True) as txn:",
-        "SQLite overrides this read with one statement outside any transaction, and the "
-        "memory store's transaction ignores the flag: no backend runs this one's mode")
-      for function in ("Engine.info", "Engine.sessions_page")),
     ("engine.py", "Engine.snapshot",
      'self._commit(txn, row, "snapshot", w, (row.head, row.base), {"name": name}, bump=False)',
      'self._commit(txn, row, "snapshot", w, (row.head, row.base), {"name": name}, bump=None)',

@@ -7,29 +7,3 @@ class TestJsonFileBackend(StoreContract):
     @pytest.fixture
     def store_url(self, tmp_path):
         return f"jsonfile://{tmp_path}/store.json"
-
-
-def test_only_writes_change_the_json_file(tmp_path):
-    """The example saves what a write transaction did, and nothing else: reading a
-    store never written creates no file; reindex's vectors and compact's reclaiming
-    are in the file. Failing: a read begun as a write (the file written), a write
-    begun as a read (nothing saved)."""
-    import json
-
-    import memvault
-    from memvault import Message
-    from memvault.reindex import reindex
-    from memvault.testing import ConceptEmbedder
-
-    path = tmp_path / "store.json"
-    with memvault.open(f"jsonfile://{path}") as store:
-        assert store.session("a").info() is None and store.sessions_page().sessions == []
-        assert not path.exists()
-        store.session("a").append([Message.user("a cat")])
-        store.session("b").append([Message.user("a car")])
-    with memvault.open(f"jsonfile://{path}", embedder=ConceptEmbedder()) as store:
-        assert reindex(store).embedded == 2
-        assert len(json.loads(path.read_text())["vectors"]["items"]) == 2
-        store.session("b").delete()
-        assert store.compact().vectors == 1
-        assert len(json.loads(path.read_text())["vectors"]["items"]) == 1

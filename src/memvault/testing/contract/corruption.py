@@ -37,6 +37,17 @@ def _loud(session_id: str, call: Callable[[], Any], expected: Any,
     return True
 
 
+def _pop_refused(s: Any, session_id: str, depth: int, length: int) -> None:
+    """Pop, twice, raises CorruptRecordError naming ``depth`` and writes nothing: the
+    session keeps version 1 and ``length``, and its log only the append."""
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError) as err:
+            s.pop()
+        assert (err.value.session_id, err.value.depth) == (session_id, depth)
+    assert (s.info().version, s.info().length) == (1, length)
+    assert [e.op for e in s.log()] == ["append"]
+
+
 class CorruptionContract(ContractBase):
     def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
         """Damage the stored session: ``kind`` is one of :data:`CHAIN_DAMAGE` (the node
@@ -181,12 +192,7 @@ class CorruptionContract(ContractBase):
         s = store.session("victim")
         s.append(sent)
         self.damage(store, "victim", 5 if kind == "self-parent" else 4, kind)
-        for _ in range(2):
-            with pytest.raises(CorruptRecordError) as err:
-                s.pop()
-            assert (err.value.session_id, err.value.depth) == ("victim", 4)
-        assert (s.info().version, s.info().length) == (1, 5)
-        assert [e.op for e in s.log()] == ["append"]
+        _pop_refused(s, "victim", 4, 5)
         _loud("victim", s.history, sent, 4)
 
     def test_pop_over_a_missing_earlier_summary_is_loud(self, store: Any) -> None:
@@ -237,12 +243,7 @@ class CorruptionContract(ContractBase):
         s = store.session("victim")
         s.append(users(2))
         self.corrupt(store, "victim", 2, body)
-        for _ in range(2):
-            with pytest.raises(CorruptRecordError) as err:
-                s.pop()
-            assert (err.value.session_id, err.value.depth) == ("victim", 2)
-        assert (s.info().version, s.info().length) == (1, 2)
-        assert [e.op for e in s.log()] == ["append"]
+        _pop_refused(s, "victim", 2, 2)
 
     @pytest.mark.parametrize(("kind", "read", "named"), [
         ("event", "log", "event"), ("snapshot", "snapshots", "'here'")])

@@ -186,6 +186,7 @@ def _fts_query(terms: Sequence[str]) -> str:
 
 _ROW = ("sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
         " summary, through, pending")
+_LOAD = f"SELECT {_ROW} FROM sessions WHERE name = ?"  # a session's row, by its id
 _SNAP = "name, head, base, version, length, created_at, auto, summary, through"
 _EVENT = "version, op, writer, at, head_before, base_before, head_after, base_after, detail"
 _CHAIN = f"""
@@ -374,7 +375,7 @@ class _SqliteTxn:
         return row
 
     def load(self, name: str) -> Row | None:
-        r = self._one(f"SELECT {_ROW} FROM sessions WHERE name = ?", name)
+        r = self._one(_LOAD, name)
         return self._row(r) if r else None
 
     def create(self, name: str, now: float) -> Row:
@@ -746,7 +747,7 @@ class SqliteBackend(IndexedEngine):
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         """The engine's info as one statement (:meth:`_query`)."""
-        rows = self._query(f"SELECT {_ROW} FROM sessions WHERE name = ?", (session_id,))
+        rows = self._query(_LOAD, (session_id,))
         row = Row(*rows[0][:12]) if rows else None
         return row.info() if row is not None and row.live(now) else None
 

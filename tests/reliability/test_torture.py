@@ -24,7 +24,12 @@ import memvault
 from memvault import ConfigurationError
 from memvault.checks.opener import Opener
 from memvault.torture import TortureSettings, audit_history, audit_records, run_torture
-from tests.support.broken import LosingBackend, SnapshotWipingBackend, TearingBackend
+from tests.support.broken import (
+    LosingBackend,
+    RefusingBackend,
+    SnapshotWipingBackend,
+    TearingBackend,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -91,6 +96,20 @@ def test_broken_backends_are_caught(backend: type, finding: str, tmp_path: Path)
         assert store.sessions() == report["run"]["sessions"]  # kept for inspection
 
 
+def test_a_run_that_acknowledged_nothing_is_not_ok(tmp_path: Path) -> None:
+    """A store that refuses every write for the whole run: nothing was acknowledged, so
+    "every acknowledged change is accounted for" would vouch for nothing. Exit 1."""
+    done, report = torture_cli(
+        "--url", "broken", "--factory", f"tests.support.broken:{RefusingBackend.__name__}",
+        "-o", f"path={tmp_path}/t.db", "--seconds", "2", "--kill-rate", "0",
+        "--writers", "2", "--readers", "1", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert report["operations"]["append"]["calls"] > 0, report["operations"]
+    assert report["operations"]["append"]["ok"] == 0, report["operations"]
+    assert not report["ok"] and report["findings"]["idle"]["count"] == 1, report["findings"]
+    assert "FAILED" in done.stdout and "accounted for" not in done.stdout
+
+
 def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="private to each process"):
         run_torture("memory://")
@@ -105,6 +124,17 @@ def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "private to each process" in done.stderr
     assert not (tmp_path / "memvault.db").exists()
+
+
+def test_server_faults_without_a_server_are_refused(tmp_path: Path) -> None:
+    """``--server-faults kill`` on a store the torture did not start cannot crash
+    anything: refused before the run, rather than a run that says OK without one
+    server fault."""
+    done, report = torture_cli("--url", f"sqlite:///{tmp_path}/t.db", "--seconds", "1",
+                               "--server-faults", "kill", tmp_path=tmp_path)
+    assert done.returncode == 1 and report is None, done.stdout + done.stderr
+    assert done.stderr.startswith("error: ConfigurationError") and "--server" in done.stderr
+    assert not (tmp_path / "t.db").exists()
 
 
 # --- the audit, on one real history altered one violation at a time --------------------

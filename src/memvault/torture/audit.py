@@ -46,7 +46,9 @@ How the accounting works, per session:
    linearizability. Checksum failures in reads are ``corrupted``.
 
 ``foreign_errors`` are exceptions that are not :class:`~memvault.errors.MemvaultError`
-(the error contract); ``unverified`` means the final state could not be read.
+(the error contract); ``unverified`` means the final state could not be read; ``idle``
+means no append was acknowledged (a store refusing every write, or a run too short for
+one): the run checked nothing, so it vouches for nothing.
 """
 
 from __future__ import annotations
@@ -390,6 +392,8 @@ def audit_records(records: list[Record]) -> TortureReport:
     report.cuts = {k: v for r in records if r["e"] == "cuts" for k, v in r.items()
                    if k not in ("e", "outages")}
     count_operations(records, report)
+    if not report.operations["append"].ok:
+        report.findings["idle"].add("no append was acknowledged: the run checked nothing")
     for si in range(len(report.run.get("sessions", []))):
         mine = [r for r in records if r.get("s") == si]
         report.sessions.append(_Session(si, str(header["run"]), mine, report).audit(header))

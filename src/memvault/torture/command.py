@@ -135,9 +135,10 @@ def torture(
         help="Start a private server and torture it instead of --url: redis (AOF, "
              "appendfsync always), postgres (initdb) or redis-cluster (3 primaries). "
              "Removed at the end.")] = None,
-    server_faults: Annotated[str, typer.Option(
+    server_faults: Annotated[str | None, typer.Option(
         help="With --server: kill (SIGKILL and restart it), proxy (workers go through a "
-             "proxy that cuts connections), comma-separated, or none.")] = "kill",
+             "proxy that cuts connections), comma-separated, or none.  [default: kill]")
+    ] = None,
     server_fault_rate: Annotated[float, typer.Option(
         min=0, help="Server kills or proxy outages per second, on average.")] = 0.2,
     cut_rate: Annotated[float, typer.Option(
@@ -151,7 +152,10 @@ def torture(
     try:
         if face not in ("sync", "async"):
             raise ConfigurationError(f"--face is sync or async, not {face!r}")
-        faults = tuple(f for f in server_faults.split(",") if f and f != "none")
+        if server_faults is not None and not server:
+            raise ConfigurationError("--server-faults needs --server (a server the torture "
+                                     "starts itself, so it can crash it)")
+        faults = tuple(f for f in (server_faults or "kill").split(",") if f and f != "none")
         settings = TortureSettings(writers, readers, seconds, kill_rate, sessions, fault_rate,
                                    seed, None if history is None else str(history),
                                    server_faults=faults if server else (),

@@ -11,7 +11,7 @@ from memvault.checks.report import MAX_SAMPLES, Finding, Findings
 # What each finding means is in memvault.torture.audit's docstring.
 VIOLATIONS = ("lost", "duplicated", "reordered", "torn", "corrupted", "unexpected",
               "failed_but_present", "misplaced", "snapshot_drift", "unlogged",
-              "phantom_reads", "foreign_errors", "unverified")
+              "phantom_reads", "foreign_errors", "unverified", "idle")
 NOTES = ("recovered", "unread")
 OPERATIONS = ("append", "read", "snapshot", "pop", "rollback")
 APPEND_RECORDS = ("invoke", "ok", "failed", "unknown")  # the lost-write checker's

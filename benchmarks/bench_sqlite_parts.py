@@ -55,14 +55,10 @@ def replay(path: Path, without: str = "") -> Candidate:
     """memvault's append statements, in its order, from plain sqlite3: read the
     session row, look the ids up, insert the nodes, save the row's changed columns,
     log the event (no search statement: the session's pending was set by its first
-    append).
-    ``without``: one part left out, to price it: "paging indexes" (the 3 sessions
-    indexes an append rewrites; dropped) or "events" (its insert)."""
+    append; no paging index entry: the session is unsettled since its second append,
+    schema 7). ``without``: one part left out, to price it: "events" (its insert)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA synchronous = NORMAL")
-    if without == "paging indexes":
-        for order in ("version", "length", "updated"):
-            db.execute(f"DROP INDEX sessions_by_{order}")
     db.execute("INSERT INTO sessions (name, head, depth, base, version, next_node, created_at,"
                " updated_at) VALUES ('replay', 0, 0, 0, 0, 1, 0, 0)")
     sid = db.execute("SELECT sid FROM sessions WHERE name = 'replay'").fetchone()[0]
@@ -72,7 +68,7 @@ def replay(path: Path, without: str = "") -> Candidate:
         node = 2 * i + 10
         db.execute("BEGIN IMMEDIATE")
         db.execute("SELECT sid, name, head, depth, base, version, next_node, created_at,"
-                   " updated_at, expires_at, summary, through, pending FROM sessions"
+                   " updated_at, expires_at, summary, through, pending, unsettled FROM sessions"
                    " WHERE name = ?",
                    ("replay",)).fetchone()
         db.execute("SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN (?, ?)",
@@ -114,7 +110,7 @@ def append_parts(folder: Path, calls: int, warmup: int, runs: int) -> tuple[Comp
     raw = Raw(folder / "raw.db", "NORMAL")
     mv = memvault.open(f"sqlite:///{folder}/mv.db", durability="normal")
     engine = memvault.open(f"sqlite:///{folder}/engine.db", durability="normal")
-    variants = ("", "paging indexes", "events")
+    variants = ("", "events")
     for k in range(len(variants)):
         memvault.open(f"sqlite:///{folder}/replay{k}.db", durability="normal").close()
     total = warmup + runs * calls + 3000

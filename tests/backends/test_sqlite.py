@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import resource
 import shutil
+import signal
 import sqlite3
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +18,8 @@ import pytest
 
 import memvault
 from memvault import BackendUnavailableError, ConfigurationError, Message
-from memvault.backends.sqlite import _KEYS, SCHEMA_VERSION
+from memvault.backends.sqlite import _KEYS, SCHEMA_VERSION, page_sql
+from memvault.paging import PageQuery
 from memvault.reindex import open_for_reindex
 from memvault.testing import ConceptEmbedder
 
@@ -57,7 +63,7 @@ def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None
             [m.content for m in before[1:]]
         assert s.history(full=True) == [before[0], s.history()[0], *before[1:]]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
 
 
 def test_a_schema_1_file_is_indexed_for_search(tmp_path: Path) -> None:
@@ -92,6 +98,7 @@ def test_a_schema_3_file_with_summaries_is_indexed_for_search(tmp_path: Path) ->
         s.append([Message.user("fig after")])
         expected = [(i, m.content) for i, m in enumerate(s.history(full=True), 1)]
     with sqlite3.connect(path) as db:
+        down_to_6(db)
         db.execute("DROP TABLE search")
         db.execute("DROP INDEX sessions_pending")
         db.execute("ALTER TABLE sessions DROP COLUMN pending")
@@ -101,11 +108,26 @@ def test_a_schema_3_file_with_summaries_is_indexed_for_search(tmp_path: Path) ->
         assert sorted((h.position, h.message.content) for h in s.search("fig")) == expected
         hidden = [h.message.content for h in s.search("fig", include_hidden=True) if h.hidden]
         assert hidden == ["fig undone"]
+
+
+def down_to_6(db: sqlite3.Connection) -> None:
+    """Undo schema 7 in a current file: the paging indexes on the live keys again."""
+    for order in ("version", "length", "updated", "expires"):
+        db.execute(f"DROP INDEX sessions_by_{order}")
+        db.execute(f"ALTER TABLE sessions DROP COLUMN page_{order}")
+    db.execute("DROP INDEX sessions_unsettled")
+    db.execute("ALTER TABLE sessions DROP COLUMN unsettled")
+    for order, key in (("version", "version"), ("length", "length_key"),
+                       ("updated", "updated_at"), ("expires", "expires_key")):
+        db.execute(f"CREATE INDEX sessions_by_{order} ON sessions ({key}, name)")
+
+
 def test_an_old_file_pages_its_sessions_from_indexes(tmp_path: Path) -> None:
     """A file from before paged listing (schema 1) is upgraded: every order pages its
     sessions as sessions() lists them, each page one index search (never a scan of
-    the table, whatever the order). Failing: the migration's keys differ from the
-    columns the page query orders by."""
+    the table, whatever the order): the settled keys' index from the cursor on,
+    beside the partial index of the unsettled rows (schema 7). Failing: the
+    migration's keys differ from the columns the page query orders by."""
     path = tmp_path / "old.db"
     shutil.copy(Path(__file__).parents[1] / "data" / "baseline.sqlite", path)
     with memvault.open(f"sqlite:///{path}") as store:
@@ -117,15 +139,31 @@ def test_an_old_file_pages_its_sessions_from_indexes(tmp_path: Path) -> None:
                 page = store.sessions_page(2, cursor=page.cursor, order=order, descending=True)
                 listed += page.sessions
             assert sorted(i.session_id for i in listed) == every
-    plans = []
     with sqlite3.connect(path) as db:
-        for key in _KEYS.values():
-            if key != "NULL":
-                plans += db.execute(
-                    f"EXPLAIN QUERY PLAN SELECT name FROM sessions WHERE ({key}, name) > (?, ?) "
-                    f"ORDER BY {key}, name LIMIT 3", (0, "")).fetchall()
-    assert len(plans) == 4 and all(p[3].startswith("SEARCH sessions USING") and
-                                   "INDEX sessions_by_" in p[3] for p in plans), plans
+        for order in ("id", *_KEYS):
+            for descending, match, after in itertools.product(
+                    (False, True), ("", "s"), (None, (0, ""))):
+                sql, args = page_sql(PageQuery(3, order, descending, match, after), 0.0)
+                plan = [p[3] for p in db.execute(f"EXPLAIN QUERY PLAN {sql}", args)]
+                assert plan == page_plan(order, descending, after is not None), plan
+
+
+def page_plan(order: str, descending: bool, after: bool) -> list[str]:
+    """The plan a page must have: the id order reads the names' index alone; a key
+    order reads its settled index from the cursor on (a range, never sorted: a sort
+    would read every session first) beside the unsettled rows (sorted: 256 at most),
+    and the merge sorts only the rows each side returns (the page's limit at most)."""
+    if order == "id":
+        return [f"SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 "
+                f"(name{'<' if descending else '>'}?)" if after else
+                "SCAN sessions USING INDEX sqlite_autoindex_sessions_1"]
+    settled = (f"SEARCH sessions USING INDEX sessions_by_{order} "
+               f"((page_{order},name){'<' if descending else '>'}(?,?))" if after else
+               f"SCAN sessions USING INDEX sessions_by_{order}")
+    return ["MERGE (UNION ALL)", "LEFT", "CO-ROUTINE (subquery-1)", settled,
+            "SCAN (subquery-1)", "USE TEMP B-TREE FOR ORDER BY", "RIGHT",
+            "CO-ROUTINE (subquery-3)", "SCAN sessions USING INDEX sessions_unsettled",
+            "USE TEMP B-TREE FOR ORDER BY", "SCAN (subquery-3)", "USE TEMP B-TREE FOR ORDER BY"]
 
 
 def test_not_a_database(tmp_path: Path) -> None:
@@ -155,6 +193,7 @@ def test_locked_database_is_unavailable_and_writes_nothing(tmp_path: Path) -> No
             with pytest.raises(BackendUnavailableError) as err:
                 s.append([Message.user("blocked")])
             assert isinstance(err.value.__cause__, sqlite3.OperationalError)
+            assert str(err.value) == "SQLite database is locked: database is locked"
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()
@@ -350,7 +389,7 @@ def test_a_schema_4_or_5_file_is_upgraded_in_place(tmp_path: Path, schema: int) 
         ticket.append([Message.user("closed after the upgrade", id="l13")])
         assert [h.message.id for h in ticket.search("closed")] == ["l13"]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
 
 
 _OPEN_AT_ONCE = r"""
@@ -405,3 +444,179 @@ def test_summaries_and_forks_while_messages_wait_for_the_index(tmp_path: Path) -
             want = sorted((i, m.content) for i, m in enumerate(full, 1))
             hits = store.session(sid).search("kiwi", k=50)
             assert sorted((h.position, h.message.content) for h in hits) == want
+
+
+@contextmanager
+def file_size_limit(room: int) -> Iterator[None]:
+    """No file may grow past ``room`` bytes (SIGXFSZ ignored: writes fail with EFBIG)."""
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (room, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+@pytest.mark.parametrize("size", [1_000, 1_000_000])
+def test_a_write_the_file_size_limit_stops_names_sqlites_error(tmp_path: Path,
+                                                                size: int) -> None:
+    """A write that cannot grow the file is a BackendError saying why, in SQLite's
+    words and extended code; nothing of it is stored, and the store takes the next
+    write. A small batch fails at COMMIT; 3 MB do not fit SQLite's page cache and fail
+    part-way, where SQLite rolls the transaction back itself. Failing: that second
+    case reported "cannot rollback - no transaction is active (SQLITE_ERROR)", our
+    own ROLLBACK's error, and hid the disk I/O error."""
+    path = tmp_path / "x.db"
+    with memvault.open(f"sqlite:///{path}") as store:
+        s = store.session("s")
+        s.append([Message.user("before")])
+        room = max(p.stat().st_size for p in tmp_path.iterdir()) + 4096
+        with file_size_limit(room), pytest.raises(memvault.BackendError) as err:
+            s.append([Message.user(f"{i}" * size) for i in range(3)])
+        assert type(err.value) is memvault.BackendError
+        assert isinstance(err.value.__cause__, sqlite3.OperationalError)
+        named = " (SQLITE_IOERR_WRITE)" if sys.version_info >= (3, 11) else ""
+        assert str(err.value) == f"SQLite failed: disk I/O error{named}"
+        assert [m.content for m in s.history()] == ["before"]
+        s.append([Message.user("after")])
+        assert [m.content for m in s.history()] == ["before", "after"]
+
+
+def test_a_linear_sessions_full_view_is_one_statement(tmp_path: Path) -> None:
+    """history(full=True) of a session with neither a summary nor an undone message is
+    one statement, whole or its newest messages; any other session takes the
+    engine's walk; a damaged message is named by its depth. Failing: every full view
+    walked (a transaction, a statement per step)."""
+    with memvault.open(f"sqlite:///{tmp_path}/x.db") as store:
+        s, t = store.session("s"), store.session("t")
+        s.append([Message.user(str(i)) for i in range(4)])
+        t.append([Message.user("a"), Message.user("b")])
+        t.pop()
+        t.append([Message.user("c")])
+        db = store.backend._connect()
+        statements: list[str] = []
+        db.set_trace_callback(statements.append)
+        assert [m.content for m in s.history(full=True)] == ["0", "1", "2", "3"]
+        assert [m.content for m in s.history(full=True, last=3)] == ["1", "2", "3"]
+        assert len(statements) == 2
+        assert [m.content for m in t.history(full=True)] == ["a", "c"]
+        db.set_trace_callback(None)
+        assert len(statements) > 3
+        db.execute("UPDATE nodes SET body = 'not json' WHERE depth = 2 AND sid = "
+                   "(SELECT sid FROM sessions WHERE name = 's')")
+        with pytest.raises(memvault.CorruptRecordError) as err:
+            s.history(full=True)
+        assert (err.value.session_id, err.value.depth) == ("s", 2)
+
+
+def test_a_search_while_another_writer_holds_the_lock_ranks_the_new_messages(
+        tmp_path: Path) -> None:
+    """A read-write search first indexes the messages appended since the last one, a
+    write. While another connection holds the write lock (past busy_timeout), it
+    does not wait or fail: like a read-only store, it ranks those messages beside
+    the index itself, and answers exactly what it answers once they are indexed
+    (the same hits, scores and order, for every k, one session or all), having
+    written nothing; the next search indexes them. Failing: BackendUnavailableError
+    ("database is locked"); and the read-only merge scored the new messages by their
+    own statistics (another order than after indexing).
+    (A behaviour change: this test pinned the error before.)"""
+    path = tmp_path / "x.db"
+    url = f"sqlite:///{path}"
+    words = {"s": ["fig pear", "fig", "fig fig pear apple", "pear", "apple fig"],
+             "t": ["pear pear fig", "apple", "fig", "pear fig fig"]}
+    with memvault.open(url, busy_timeout=0.2) as store:
+        # 300 rows and 27,000 tokens indexed: totals FTS5 keeps as varints of 2 and 3
+        # bytes; "fig" common (its idf clamped), "pear" and "apple" rare
+        store.session("bulk").append([Message.user(" ".join(["filler"] * 88 + ["fig"] * (
+            i % 3))) for i in range(300)])
+        for name, bodies in words.items():
+            store.session(name).append([Message.user(b) for b in bodies[:2]])
+        store.search("fig")  # indexes the first two of each
+        for name, bodies in words.items():
+            store.session(name).append([Message.user(b) for b in bodies[2:]])
+        queries = [("fig pear", None), ("fig pear apple", None), ("apple", None),
+                   ("pear fig", ["s"]), ("fig", ["t", "s"])]
+
+        def answers(read: memvault.Store) -> list[list[tuple[str, str, float]]]:
+            return [[(h.session_id, h.message.id, h.score)
+                     for h in read.search(query, k=k, sessions=sessions)]
+                    for query, sessions in queries for k in (1, 3, 10)]
+
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            locked = answers(store)
+            with memvault.open(f"{url}?mode=ro") as read_only:
+                assert answers(read_only) == locked
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        with sqlite3.connect(path) as db:  # nothing indexed yet
+            assert db.execute("SELECT count(*) FROM sessions WHERE pending <> 0"
+                              ).fetchone()[0] == 2
+        assert answers(store) == locked  # the first search indexes them
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM sessions WHERE pending <> 0"
+                              ).fetchone()[0] == 0
+    assert locked[-1] and all(len(a) == len({(h[0], h[1]) for h in a}) for a in locked)
+
+
+def test_a_read_of_a_damaged_file_names_sqlites_error(tmp_path: Path) -> None:
+    """Reads of one statement (info, history, a page) on a file whose tables were
+    damaged by hand raise BackendError in SQLite's words, not the driver's error."""
+    path = tmp_path / "x.db"
+    with memvault.open(f"sqlite:///{path}") as store:
+        store.session("s").append([Message.user("a")])
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE sessions RENAME COLUMN expires_at TO gone")
+    named = " (SQLITE_ERROR)" if sys.version_info >= (3, 11) else ""
+    with memvault.open(f"sqlite:///{path}") as store:
+        for read in (store.session("s").info, store.session("s").history,
+                     lambda: store.sessions_page(10)):
+            with pytest.raises(memvault.BackendError) as err:
+                read()
+            assert str(err.value) == f"SQLite failed: no such column: expires_at{named}"
+
+
+def test_opening_a_new_file_waits_busy_timeout_for_the_lock_wal_needs(
+        tmp_path: Path) -> None:
+    """Switching a new file to WAL takes a lock SQLite does not wait for: while another
+    connection holds it, the open retries for busy_timeout, getting in when it is
+    released in time, else BackendUnavailableError once busy_timeout has passed (not
+    at once, not much later)."""
+    path = tmp_path / "new.db"
+    sqlite3.connect(path).close()
+    with locked_for_a_moment(path):  # released 0.2 s later
+        memvault.open(f"sqlite:///{path}", busy_timeout=5).close()
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).close()
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            memvault.open(f"sqlite:///{other}", busy_timeout=0.3).close()
+        except BackendUnavailableError as exc:
+            errors.append(exc)
+
+    blocker = sqlite3.connect(other, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        opener = threading.Thread(target=open_it, daemon=True)
+        opener.start()
+        opener.join(10)
+        elapsed = time.monotonic() - started
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert len(errors) == 1 and 0.3 <= elapsed < 10
+
+
+def test_a_database_sqlite_keeps_in_memory_is_refused(tmp_path: Path) -> None:
+    """sqlite:///:memory: is a database SQLite cannot switch to WAL (its journal stays
+    in memory): refused at open, saying so (memory:// is the in-process store)."""
+    with pytest.raises(ConfigurationError) as err:
+        memvault.open("sqlite:///:memory:")
+    assert str(err.value) == "':memory:': SQLite could not switch to WAL mode"

@@ -4,8 +4,8 @@ Writes baseline.sqlite (a SQLite store after a realistic agent run: turns, tool
 calls, snapshots, a rollback, a fork, a trim) and baseline.jsonl (its export).
 ``python -m tests.data.make_baseline NAME.sqlite`` writes the same run to another
 file only (the run, then :func:`searched`), in the schema of the memvault that runs
-it: baseline-schema4.sqlite and baseline-schema5.sqlite were written so by schemas 4
-and 5.
+it: baseline-schema4.sqlite, baseline-schema5.sqlite and baseline-schema6.sqlite were
+written so by schemas 4, 5 and 6.
 """
 
 from __future__ import annotations

@@ -66,8 +66,7 @@ _Doc = tuple[int | str, int]  # (session key, node)
 @dataclass
 class WordIndex:
     """An inverted index of nodes, ranking them with Okapi BM25 (k1 1.2, b 0.75) over
-    its own statistics: the memory store's index, and a read-only SQLite store's
-    view of the nodes its FTS5 index lags behind."""
+    its own statistics: the memory store's index."""
 
     postings: dict[str, dict[_Doc, int]] = field(default_factory=dict)  # term -> doc -> tf
     docs: dict[_Doc, tuple[bool, Counter[str], int]] = field(default_factory=dict)

@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import heapq
 import itertools
 import json
 import os
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
 from memvault.backends.base import Backend, Match, Stored
 from memvault.backends.engine import Node, Row, check_chain, decoded, json_object
-from memvault.backends.lexical import IndexedEngine, WordIndex
+from memvault.backends.lexical import IndexedEngine
+from memvault.backends.sqlite_lag import ranked
 from memvault.backends.url import read_options, redact
 from memvault.errors import (
     BackendError,
@@ -37,10 +38,10 @@ from memvault.errors import (
     message_missing,
 )
 from memvault.model import Event, SessionInfo, Snapshot, check_seconds, to_datetime, utc
-from memvault.paging import Listed, PageQuery
+from memvault.paging import NEVER, Listed, PageQuery
 from memvault.words import body_words
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _SUMMARY_BIT = 1 << 32
 _SESSION_SHIFT = 33
 
@@ -52,6 +53,12 @@ def _rowid(sid: int, node: int, summary: bool = False) -> int:
     one range of it too."""
     return (sid << _SESSION_SHIFT) | (_SUMMARY_BIT if summary else 0) | node
 
+
+# Copy a row's live keys to the settled ones the paging indexes sort on (schema 7).
+_SETTLED = ("page_version = version, page_length = length_key, page_updated = updated_at,"
+            " page_expires = expires_key")
+SETTLE_AT = 256
+"""The most unsettled session rows a store keeps (schema 7): a page reads them all."""
 
 MIGRATIONS = {
     1: """
@@ -165,10 +172,36 @@ MIGRATIONS = {
     ALTER TABLE sessions ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX sessions_pending ON sessions (pending) WHERE pending <> 0;
     """,
+    # Settled paging keys: the four paging indexes sort on stored copies of the keys
+    # (page_*) instead of the live columns, which every append moved (three or four
+    # index entries rewritten per commit). A row whose live keys moved since they
+    # were copied is unsettled; the partial index lists those rows, and a page reads
+    # them there, on their live keys (SqliteBackend.sessions_page). An append flags
+    # its row only on the first write after a settle; the write that makes the list
+    # longer than SETTLE_AT settles them all (_SqliteTxn.save). The upgrade settles
+    # every row.
+    7: f"""
+    ALTER TABLE sessions ADD COLUMN page_version INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN page_length INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN page_updated REAL NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN page_expires REAL NOT NULL DEFAULT {NEVER};
+    ALTER TABLE sessions ADD COLUMN unsettled INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX sessions_by_version;
+    DROP INDEX sessions_by_length;
+    DROP INDEX sessions_by_updated;
+    DROP INDEX sessions_by_expires;
+    UPDATE sessions SET {_SETTLED};
+    CREATE INDEX sessions_by_version ON sessions (page_version, name);
+    CREATE INDEX sessions_by_length ON sessions (page_length, name);
+    CREATE INDEX sessions_by_updated ON sessions (page_updated, name);
+    CREATE INDEX sessions_by_expires ON sessions (page_expires, name);
+    CREATE INDEX sessions_unsettled ON sessions (unsettled) WHERE unsettled;
+    """,
 }
-# Each order's key column (the id order: the name itself); 1e308 is paging.NEVER.
-_KEYS = {"id": "NULL", "version": "version", "length": "length_key",
-         "updated": "updated_at", "expires": "expires_key"}
+# Each order's key: its live column, and the settled copy its index sorts on (the id
+# order: the name itself); 1e308 is paging.NEVER.
+_KEYS = {"version": ("version", "page_version"), "length": ("length_key", "page_length"),
+         "updated": ("updated_at", "page_updated"), "expires": ("expires_key", "page_expires")}
 _LISTED = ("name, version, length_key, created_at, updated_at, expires_at, "
            "CASE WHEN summary <> 0 AND through > base THEN through - base ELSE 0 END")
 
@@ -185,7 +218,7 @@ def _fts_query(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 _ROW = ("sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
-        " summary, through, pending")
+        " summary, through, pending, unsettled")
 _LOAD = f"SELECT {_ROW} FROM sessions WHERE name = ?"  # a session's row, by its id
 _SNAP = "name, head, base, version, length, created_at, auto, summary, through"
 _EVENT = "version, op, writer, at, head_before, base_before, head_after, base_after, detail"
@@ -291,17 +324,17 @@ def _event(session_id: str, r: Sequence[Any]) -> Event:
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
-    return "locked" in str(exc) or "busy" in str(exc)
+    """SQLITE_BUSY ("database is locked") or SQLITE_LOCKED ("database table is
+    locked"): every message SQLite has for either says "locked"."""
+    return "locked" in str(exc)
 
 
-def _driver_error(db: sqlite3.Connection, exc: sqlite3.Error) -> BackendError:
-    """memvault's error for a driver's, once an open transaction is rolled back.
+def _driver_error(exc: sqlite3.Error) -> BackendError:
+    """memvault's error for a driver's.
 
     The message carries SQLite's extended code: "disk I/O error" alone does not say
     that a write failed (SQLITE_IOERR_WRITE, e.g. a file size limit).
     """
-    if db.in_transaction:
-        db.execute("ROLLBACK")
     if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
         return BackendUnavailableError(f"SQLite database is locked: {exc}")
     name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
@@ -346,19 +379,30 @@ _SAVED = ("head", "depth", "base", "version", "next_node", "updated_at", "expire
           "summary", "through", "pending")
 
 
+# what save sets beside the changed columns: on a row created in the same transaction,
+# its settled keys (their values follow the changed ones); on a settled row, the flag
+_FRESH = ", page_version=?, page_length=?, page_updated=?, page_expires=?"
+_FLAG = ", unsettled=1"
+
+
 @functools.lru_cache(maxsize=64)
-def _update(changed: tuple[int, ...]) -> str:
-    return f"UPDATE sessions SET {', '.join(f'{_SAVED[k]}=?' for k in changed)} WHERE sid=?"
+def _update(changed: tuple[int, ...], also: str) -> str:
+    return f"UPDATE sessions SET {', '.join(f'{_SAVED[k]}=?' for k in changed)}{also} WHERE sid=?"
 
 
 class _SqliteTxn:
-    def __init__(self, db: sqlite3.Connection, lagging: WordIndex | None = None) -> None:
+    def __init__(self, db: sqlite3.Connection, lagging: bool = False) -> None:
         self._db = db
+        # lagging: the search index lags behind (a search could not index the
+        # pending messages), so matches ranks those itself (sqlite_lag), read once
         self._lagging = lagging
+        self._lag: dict[int, Counter[str]] | None = None
         # each session's pending (the first node not in the search index, 0: none),
-        # and its row's saved columns as stored (loaded, created or saved)
+        # and its row's saved columns as stored (loaded, created or saved); whether
+        # its row is unsettled (None: created in this transaction)
         self._pending: dict[int, int] = {}
         self._stored: dict[int, tuple[Any, ...]] = {}
+        self._unsettled: dict[int, bool | None] = {}
 
     def _one(self, sql: str, *args: Any) -> Any:
         return self._db.execute(sql, args).fetchone()
@@ -370,6 +414,7 @@ class _SqliteTxn:
 
     def _row(self, r: Sequence[Any]) -> Row:
         self._pending[r[0]] = r[12]
+        self._unsettled[r[0]] = bool(r[13])
         row = Row(*r[:12])
         self._stored[r[0]] = self._saved(row)
         return row
@@ -381,9 +426,10 @@ class _SqliteTxn:
     def create(self, name: str, now: float) -> Row:
         cur = self._db.execute(
             "INSERT INTO sessions (name, head, depth, base, version, next_node, created_at,"
-            " updated_at) VALUES (?, 0, 0, 0, 0, 1, ?, ?)", (name, now, now))
+            " updated_at, page_updated) VALUES (?, 0, 0, 0, 0, 1, ?, ?, ?)", (name, now, now, now))
         assert cur.lastrowid is not None
         self._pending[cur.lastrowid] = 0
+        self._unsettled[cur.lastrowid] = None
         row = Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)
         self._stored[cur.lastrowid] = self._saved(row)
         return row
@@ -392,14 +438,32 @@ class _SqliteTxn:
         """Sets only the columns that changed (pending too: :meth:`insert_nodes`
         moves it; the engine saves the row after inserting nodes). SQLite rewrites
         an index whenever the statement sets a column of its key, to the same value
-        or not: an append (without a TTL) then leaves sessions_by_expires alone, and
-        sessions_pending but after a search (a B-tree page less per commit each)."""
+        or not: an append then writes no index entry but sessions_pending's after a
+        search, and sessions_unsettled's on the first write after a settle (schema 7).
+
+        A row created in this transaction gets its settled keys with it (its index
+        entries are being written anyway). A settled row is flagged unsettled; when
+        that makes more than :data:`SETTLE_AT` of them, they are all settled: one
+        transaction in that many rewrites their paging index entries."""
         saved = self._saved(row)
         assert isinstance(row.key, int)
         stored, self._stored[row.key] = self._stored[row.key], saved
         changed = tuple(k for k, value in enumerate(saved) if value != stored[k])
-        if changed:
-            self._db.execute(_update(changed), (*(saved[k] for k in changed), row.key))
+        if not changed:
+            return
+        values = [saved[k] for k in changed]
+        unsettled = self._unsettled[row.key]
+        if unsettled is None:
+            also = _FRESH
+            values += [row.version, row.view, row.updated_at,
+                       NEVER if row.expires_at is None else row.expires_at]
+        else:  # the flag is not noted here: a settle may clear it in this transaction
+            also = "" if unsettled else _FLAG
+        self._db.execute(_update(changed, also), (*values, row.key))
+        if also == _FLAG and self._one(
+                "SELECT count(*) FROM (SELECT 1 FROM sessions WHERE unsettled LIMIT ?)",
+                SETTLE_AT + 1)[0] > SETTLE_AT:
+            self._db.execute(f"UPDATE sessions SET {_SETTLED}, unsettled = 0 WHERE unsettled")
 
     def purge(self, row: Row) -> int:
         span = _span(row)
@@ -508,20 +572,24 @@ class _SqliteTxn:
 
     def matches(self, row: Row | None, terms: Sequence[str]
                 ) -> Iterator[tuple[int | str, int, bool, float]]:
-        # only rowid and score: any other column would be read for every match
-        sql = "SELECT rowid, bm25(search) AS score FROM search WHERE search MATCH ?"
-        args: tuple[object, ...] = (_fts_query(terms),)
-        if row is not None:
-            sql += " AND rowid BETWEEN ? AND ?"
-            args += _span(row)
-        indexed = ((rowid >> _SESSION_SHIFT, rowid & (_SUMMARY_BIT - 1),
-                    bool(rowid & _SUMMARY_BIT), -score)
-                   for rowid, score in self._db.execute(sql + " ORDER BY score", args))
-        if self._lagging is None:
-            yield from indexed
-        else:  # a read-only store's nodes not yet in FTS5
-            lagging = self._lagging.rank(None if row is None else row.key, terms)
-            yield from heapq.merge(indexed, lagging, key=lambda match: -match[3])
+        if self._lagging:  # scored as they will be once the pending messages are indexed
+            if self._lag is None:
+                self._lag = {rowid: Counter(_stored_words(body).split())
+                             for rowid, body in self._db.execute(_PENDING)}
+            span = _span(row) if row is not None else (0, (1 << 63) - 1)
+            found: Iterable[tuple[int, float]] = ranked(
+                self._db, self._lag, span, terms, lambda term: _fts_query([term]))
+        else:  # only rowid and score: any other column would be read for every match
+            sql = "SELECT rowid, bm25(search) AS score FROM search WHERE search MATCH ?"
+            args: tuple[object, ...] = (_fts_query(terms),)
+            if row is not None:
+                sql += " AND rowid BETWEEN ? AND ?"
+                args += _span(row)
+            found = ((rowid, -score)
+                     for rowid, score in self._db.execute(sql + " ORDER BY score", args))
+        for rowid, score in found:
+            yield (rowid >> _SESSION_SHIFT, rowid & (_SUMMARY_BIT - 1),
+                   bool(rowid & _SUMMARY_BIT), score)
 
     def message_count(self, row: Row) -> int:
         """The session's messages in the index (rowids from its first, below the summary
@@ -722,19 +790,20 @@ class SqliteBackend(IndexedEngine):
         db.execute(f"BEGIN {mode}")
         try:
             yield
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # an I/O error or a full disk may have rolled it back
+                db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[_SqliteTxn]:
         db = self._connect()
         try:
             with self._begin(db, "IMMEDIATE" if write else "DEFERRED"):
-                yield _SqliteTxn(db, getattr(self._local, "lagging", None))
+                yield _SqliteTxn(db, getattr(self._local, "lagging", False))
         except sqlite3.Error as exc:
-            raise _driver_error(db, exc) from exc
+            raise _driver_error(exc) from exc
 
     def _query(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> list[Any]:
         """The rows of one statement, outside any transaction: a single statement reads
@@ -743,7 +812,7 @@ class SqliteBackend(IndexedEngine):
         try:
             return db.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
-            raise _driver_error(db, exc) from exc
+            raise _driver_error(exc) from exc
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         """The engine's info as one statement (:meth:`_query`)."""
@@ -761,7 +830,7 @@ class SqliteBackend(IndexedEngine):
             if not rows:
                 return []
             length, linear = rows[0][0], rows[0][1]
-            nodes = sorted(rows[1:], key=lambda r: r[2])
+            nodes = sorted(rows[1:])  # by node: their first two columns are NULL
             if not linear or len(nodes) != length:  # not linear, or a node is missing
                 return super().history(session_id, last, now, full)
             out = [(r[3], r[4]) for r in nodes]
@@ -786,51 +855,44 @@ class SqliteBackend(IndexedEngine):
                include_hidden: bool, now: float) -> list[Match]:
         """Index the messages appended since the last search (one short write
         transaction, only when there are any: sessions_pending lists the sessions),
-        then search. A read-only store cannot write: it ranks those messages itself
-        (:class:`WordIndex`, BM25 over their own statistics) beside FTS5's matches,
-        for this search only."""
+        then search. When it cannot write them at once (a read-only store, or
+        another connection holds the write lock), the search ranks them itself
+        beside the index, exactly as it will once they are indexed
+        (:mod:`~memvault.backends.sqlite_lag`), and the next search indexes them."""
         db = self._connect()
         try:
             if db.execute("SELECT EXISTS (SELECT 1 FROM sessions WHERE pending <> 0)"
-                          ).fetchone()[0]:
-                if self._read_only:
-                    lagging = WordIndex()
-                    for rowid, body in db.execute(_PENDING):
-                        lagging.add((rowid >> _SESSION_SHIFT, rowid & (_SUMMARY_BIT - 1)),
-                                    False, body)
-                    self._local.lagging = lagging
-                else:
-                    with self._begin(db, "IMMEDIATE"):
-                        _index(db, db.execute(_PENDING))
-                        db.execute("UPDATE sessions SET pending = 0 WHERE pending <> 0")
+                          ).fetchone()[0] and not self._index_at_once(db):
+                self._local.lagging = True
         except sqlite3.Error as exc:
-            raise _driver_error(db, exc) from exc
+            raise _driver_error(exc) from exc
         try:
             return super().search(session_ids, terms, k, include_hidden, now)
         finally:
-            self._local.lagging = None
+            self._local.lagging = False
+
+    def _index_at_once(self, db: sqlite3.Connection) -> bool:
+        """Index the pending messages if the write lock can be had without waiting;
+        False (nothing written) if it cannot: a read-only store, or another
+        connection holds it (a search is a read: it never waits for a writer)."""
+        if self._read_only:
+            return False
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            with self._begin(db, "IMMEDIATE"):
+                _index(db, db.execute(_PENDING))
+                db.execute("UPDATE sessions SET pending = 0 WHERE pending <> 0")
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            return False
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        return True
+
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
-        """One indexed range scan: ``(key, name)`` after the cursor, in the index's
-        order, skipping expired rows (compact removes them) and names without
-        ``match`` (a rare match makes the scan go further)."""
-        key, sign = _KEYS[query.order], "<" if query.descending else ">"
-        where, args = ["(expires_at IS NULL OR expires_at > ?)"], list[Any]([now])
-        if query.match:
-            where.append("instr(name, ?) > 0")
-            args.append(query.match)
-        if query.after is not None:
-            after_key, after_id = query.after
-            if query.order == "id":
-                where.append(f"name {sign} ?")
-                args.append(after_id)
-            else:
-                where.append(f"({key}, name) {sign} (?, ?)")
-                args += [after_key, after_id]
-        way = "DESC" if query.descending else "ASC"
-        order = "name" if query.order == "id" else f"{key} {way}, name"
-        sql = (f"SELECT {_LISTED}, {key} FROM sessions WHERE {' AND '.join(where)} "
-               f"ORDER BY {order} {way} LIMIT ?")
-        rows = self._query(sql, [*args, query.limit])
+        """One statement (:func:`page_sql`)."""
+        rows = self._query(*page_sql(query, now))
         return [(SessionInfo(r[0], r[1], r[2], utc(r[3]), utc(r[4]), to_datetime(r[5]), r[6]),
                  r[7]) for r in rows]
 
@@ -841,6 +903,38 @@ class SqliteBackend(IndexedEngine):
                 db.close()
             self._all.clear()
         self._local = threading.local()
+
+
+def page_sql(query: PageQuery, now: float) -> tuple[str, list[Any]]:
+    """The statement that reads ``query``'s page, and its arguments. By id: one
+    indexed range scan of the names after the cursor, skipping expired rows (compact
+    removes them) and names without ``match`` (a rare match makes the scan go
+    further). By a key, the same scan of that key's index for the settled rows
+    (skipping the unsettled ones: :data:`SETTLE_AT` at most), merged with the
+    unsettled rows (sessions_unsettled), compared on their live keys. A settled row's
+    keys are its live ones: reporting them in the index's order spares the merge a
+    sort."""
+    sign, way = ("<", "DESC") if query.descending else (">", "ASC")
+    live, settled = _KEYS.get(query.order, ("NULL", "NULL"))
+
+    def scan(key: str, index: str = "", *rows: str) -> tuple[str, list[Any]]:
+        where, args = [*rows, "(expires_at IS NULL OR expires_at > ?)"], list[Any]([now])
+        if query.match:
+            where.append("instr(name, ?) > 0")
+            args.append(query.match)
+        if query.after is not None:
+            where.append(f"name {sign} ?" if key == "NULL" else f"({key}, name) {sign} (?, ?)")
+            args += list(query.after[key == "NULL":])
+        order = f"name {way}" if key == "NULL" else f"{key} {way}, name {way}"
+        return (f"SELECT {_LISTED}, {key} FROM sessions {index} WHERE {' AND '.join(where)} "
+                f"ORDER BY {order} LIMIT ?", [*args, query.limit])
+
+    if query.order == "id":
+        return scan("NULL")
+    first, first_args = scan(settled, f"INDEXED BY sessions_by_{query.order}", "NOT unsettled")
+    second, second_args = scan(live, "INDEXED BY sessions_unsettled", "unsettled")
+    return (f"SELECT * FROM ({first}) UNION ALL SELECT * FROM ({second}) "
+            f"ORDER BY 8 {way}, 1 {way} LIMIT ?", [*first_args, *second_args, query.limit])
 
 
 # The options of a SQLite store, and how to read their text in a URL's query.

@@ -44,6 +44,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -148,8 +149,12 @@ def encode_values(values: Mapping[str, Any], parent: Mapping[str, Stored],
 def _node(node: str, content: str, body: Body) -> Message:
     """A saver's node. Built without pydantic's validation, which its fields (strings
     and this module's JSON) do not need: the append checks it again as it encodes it
-    (:func:`memvault.messages.encode_message`), once instead of twice."""
-    return Message.model_construct(id=node, role="system", content=content, metadata={KEY: body})
+    (:func:`memvault.messages.encode_message`), once instead of twice. Its time is
+    given, not left to the field's default factory: for each factory it calls,
+    ``model_construct`` inspects the factory's signature first (98,000 -> 48,000
+    instructions per node, callgrind, pydantic 2)."""
+    return Message.model_construct(id=node, role="system", content=content, metadata={KEY: body},
+                                   created_at=datetime.now(timezone.utc))
 
 
 def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMetadata,

@@ -8,7 +8,12 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from memvault.errors import ConfigurationError, InvalidArgumentError, InvalidMessageError
+from memvault.errors import (
+    ConfigurationError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    damaged_snapshot,
+)
 
 AUTO_PREFIX = "auto:"
 MAX_COUNT = 2**63 - 1
@@ -77,6 +82,16 @@ class Snapshot:
     auto: bool
     summary: int = 0
     through: int = 0
+
+
+def check_snapshot(session_id: str, snap: Snapshot, next_node: int) -> Snapshot:
+    """``snap``, a snapshot of a session whose next node id is ``next_node``, if its
+    pointers can be right; else CorruptRecordError naming it (a rollback to it would
+    leave the session a length below 0 or a head that is not there)."""
+    if min(snap.head, snap.base, snap.length) < 0 or snap.head >= next_node \
+            or (snap.head == 0) != (snap.base + snap.length == 0):
+        raise damaged_snapshot(session_id, snap.name)
+    return snap
 
 
 @dataclass(frozen=True)

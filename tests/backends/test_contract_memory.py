@@ -13,7 +13,9 @@ from memvault.testing import CHAIN_DAMAGE, AsyncStoreContract, StoreContract
 
 # memory:// is private to one process and one open: nothing to share or reopen.
 MEMORY = frozenset({"ttl", "corrupt", "vectors"})
-SNAPSHOT_FIELDS = {"snapshot-length": {"length": -7}, "snapshot-head": {"head": 999}}
+SNAPSHOT_FIELDS = {"snapshot-length": {"length": -7}, "snapshot-head": {"head": 999},
+                   "snapshot-head-below-0": {"head": -1}, "snapshot-base-below-0": {"base": -1},
+                   "snapshot-head-next": {}}
 
 
 class MemoryContract:
@@ -42,9 +44,10 @@ class MemoryContract:
         if kind not in (*CHAIN_DAMAGE, "summary", *SNAPSHOT_FIELDS):
             pytest.skip("memory:// keeps events and snapshots as objects")
         if kind in SNAPSHOT_FIELDS:
-            snaps = self._nodes(store, session_id).snapshots
-            first = next(iter(snaps.values()))
-            snaps[first.name] = dataclasses.replace(first, **SNAPSHOT_FIELDS[kind])
+            session = self._nodes(store, session_id)
+            first = next(iter(session.snapshots.values()))
+            session.snapshots[first.name] = dataclasses.replace(
+                first, **SNAPSHOT_FIELDS[kind] or {"head": session.row.next_node})
             return
         if kind == "summary":
             session = self._nodes(store, session_id)

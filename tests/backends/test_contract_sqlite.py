@@ -33,6 +33,7 @@ class SqliteContract:
 
 # How CorruptionContract.damage breaks a session.
 _SID = "(SELECT sid FROM sessions WHERE name = :name)"
+_FIRST = f"(SELECT min(rowid) FROM snapshots WHERE sid = {_SID})"  # the first snapshot
 DAMAGE = {
     "missing": f"DELETE FROM nodes WHERE sid = {_SID} AND depth = :depth",
     "self-parent": f"UPDATE nodes SET parent = node WHERE sid = {_SID} AND depth = :depth",
@@ -40,12 +41,13 @@ DAMAGE = {
                f" (SELECT max(node) FROM nodes WHERE sid = {_SID} AND depth = :depth)",
     "event": f"UPDATE events SET detail = 'not json {{' WHERE sid = {_SID} AND id ="
              f" (SELECT max(id) FROM events WHERE sid = {_SID})",
-    "snapshot": f"UPDATE snapshots SET created_at = 1e300 WHERE rowid ="
-                f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",
-    "snapshot-length": f"UPDATE snapshots SET length = -7 WHERE rowid ="
-                       f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",
-    "snapshot-head": f"UPDATE snapshots SET head = 999 WHERE rowid ="
-                     f" (SELECT min(rowid) FROM snapshots WHERE sid = {_SID})",
+    "snapshot": f"UPDATE snapshots SET created_at = 1e300 WHERE rowid = {_FIRST}",
+    "snapshot-length": f"UPDATE snapshots SET length = -7 WHERE rowid = {_FIRST}",
+    "snapshot-head": f"UPDATE snapshots SET head = 999 WHERE rowid = {_FIRST}",
+    "snapshot-head-next": f"UPDATE snapshots SET head = (SELECT next_node FROM sessions s"
+                          f" WHERE s.sid = snapshots.sid) WHERE rowid = {_FIRST}",
+    "snapshot-head-below-0": f"UPDATE snapshots SET head = -1 WHERE rowid = {_FIRST}",
+    "snapshot-base-below-0": f"UPDATE snapshots SET base = -1 WHERE rowid = {_FIRST}",
 }
 
 

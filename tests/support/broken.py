@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from memvault.backends.base import Write
 from memvault.backends.sqlite import SqliteBackend
+from memvault.errors import BackendUnavailableError
 from memvault.messages import Record
 from memvault.model import Snapshot
 
@@ -55,3 +56,12 @@ class TearingBackend(SqliteBackend):
                 time.sleep(0.02)
             version = super().append(session_id, [record], expect_version, expect_message, w)
         return version
+
+
+class RefusingBackend(SqliteBackend):
+    """Refuses every append as unavailable (a store that is down for the whole run):
+    nothing is acknowledged, so a run on it has checked nothing."""
+
+    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
+               expect_message: str | None, w: Write) -> int:
+        raise BackendUnavailableError("the store is down (RefusingBackend)")

@@ -87,6 +87,7 @@ def damage(url: str, session_id: str, depth: int, kind: str) -> None:
     """Break a session as CorruptionContract.damage describes."""
     q = f'"{schema_of(url)}"'
     sid = f"(SELECT sid FROM {q}.sessions WHERE name = %(name)s)"
+    first = f"(SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})"  # the first snapshot
     sql = {
         "missing": f"DELETE FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s",
         "self-parent": f"UPDATE {q}.nodes SET parent = node WHERE sid = {sid}"
@@ -95,12 +96,13 @@ def damage(url: str, session_id: str, depth: int, kind: str) -> None:
                    f" FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s)",
         "event": f"UPDATE {q}.events SET detail = 'not json {{' WHERE id ="
                  f" (SELECT max(id) FROM {q}.events WHERE sid = {sid})",
-        "snapshot": f"UPDATE {q}.snapshots SET created_at = 1e300 WHERE id ="
-                    f" (SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})",
-        "snapshot-length": f"UPDATE {q}.snapshots SET length = -7 WHERE id ="
-                           f" (SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})",
-        "snapshot-head": f"UPDATE {q}.snapshots SET head = 999 WHERE id ="
-                         f" (SELECT min(id) FROM {q}.snapshots WHERE sid = {sid})",
+        "snapshot": f"UPDATE {q}.snapshots SET created_at = 1e300 WHERE id = {first}",
+        "snapshot-length": f"UPDATE {q}.snapshots SET length = -7 WHERE id = {first}",
+        "snapshot-head": f"UPDATE {q}.snapshots SET head = 999 WHERE id = {first}",
+        "snapshot-head-next": f"UPDATE {q}.snapshots n SET head = (SELECT next_node FROM"
+                              f" {q}.sessions s WHERE s.sid = n.sid) WHERE id = {first}",
+        "snapshot-head-below-0": f"UPDATE {q}.snapshots SET head = -1 WHERE id = {first}",
+        "snapshot-base-below-0": f"UPDATE {q}.snapshots SET base = -1 WHERE id = {first}",
     }[kind]
     with admin() as conn:
         changed = conn.execute(sql, {"name": session_id.encode(), "depth": depth}).rowcount

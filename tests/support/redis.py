@@ -75,7 +75,7 @@ def corrupt(url: str, session_id: str, depth: int, body: str | bytes,
 def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memvault") -> None:
     """Break a session as CorruptionContract.damage describes (on a chain whose node
     ids are its depths: one append, nothing popped)."""
-    _, msgs, links, _, snaps, log = Layout(prefix).keys(session_id)
+    meta, msgs, links, _, snaps, log = Layout(prefix).keys(session_id)
     client = raw_client(url)
     try:
         if kind == "missing":
@@ -93,7 +93,10 @@ def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memv
         else:
             [(name, value)] = [(n, json.loads(v)) for n, v in client.hgetall(snaps).items()
                                if json.loads(v)[0] == 1]
-            field = {"snapshot-length": (4, -7), "snapshot-head": (1, 999)}.get(kind)
+            field = {"snapshot-length": (4, -7), "snapshot-head": (1, 999),
+                     "snapshot-head-next": (1, int(client.hget(meta, "next"))),
+                     "snapshot-head-below-0": (1, -1),
+                     "snapshot-base-below-0": (2, -1)}.get(kind)
             if field:
                 value[field[0]] = field[1]
             client.hset(snaps, name, json.dumps(value) if field else "[1, 2")

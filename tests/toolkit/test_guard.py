@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from memvault.testing import WritesContract
+
+# Every contract test but the guard is deselected by ``-k contract_guard``.
+CONTRACT_TESTS = sum(1 for name in dir(WritesContract) if name.startswith("test_"))
+
 HEADER = """
 import pytest
 from memvault.testing import WritesContract
@@ -24,12 +29,12 @@ def run_guard(pytester: pytest.Pytester, body: str, caps: str = '"ttl"') -> pyte
 
 def test_untouched_subclass_passes_the_guard(pytester: pytest.Pytester) -> None:
     result = run_guard(pytester, "")
-    result.assert_outcomes(passed=1, deselected=9)
+    result.assert_outcomes(passed=1, deselected=CONTRACT_TESTS)
 
 
 def test_deleted_test_fails_the_guard(pytester: pytest.Pytester) -> None:
     result = run_guard(pytester, "    test_batch_is_atomic_and_adjacent = None\n")
-    result.assert_outcomes(failed=1, deselected=8)
+    result.assert_outcomes(failed=1, deselected=CONTRACT_TESTS - 1)
     result.stdout.fnmatch_lines(["*test_batch_is_atomic_and_adjacent: deleted*"])
 
 
@@ -39,7 +44,7 @@ def test_override_without_xfail_fails_the_guard(pytester: pytest.Pytester) -> No
     def test_batch_is_atomic_and_adjacent(self, store):
         pass
 """)
-    result.assert_outcomes(failed=1, deselected=9)
+    result.assert_outcomes(failed=1, deselected=CONTRACT_TESTS)
     result.stdout.fnmatch_lines(["*test_batch_is_atomic_and_adjacent: overridden without*"])
 
 
@@ -49,7 +54,7 @@ def test_override_with_xfail_reason_passes_the_guard(pytester: pytest.Pytester) 
     def test_batch_is_atomic_and_adjacent(self, store):
         assert False
 """)
-    result.assert_outcomes(passed=1, deselected=9)
+    result.assert_outcomes(passed=1, deselected=CONTRACT_TESTS)
 
 
 def test_xfail_without_reason_fails_the_guard(pytester: pytest.Pytester) -> None:
@@ -58,12 +63,12 @@ def test_xfail_without_reason_fails_the_guard(pytester: pytest.Pytester) -> None
     def test_batch_is_atomic_and_adjacent(self, store):
         assert False
 """)
-    result.assert_outcomes(failed=1, deselected=9)
+    result.assert_outcomes(failed=1, deselected=CONTRACT_TESTS)
 
 
 def test_unknown_capability_fails_the_guard(pytester: pytest.Pytester) -> None:
     result = run_guard(pytester, "", caps='"ttl", "multiproces"')
-    result.assert_outcomes(failed=1, deselected=9)
+    result.assert_outcomes(failed=1, deselected=CONTRACT_TESTS)
     result.stdout.fnmatch_lines(["*'multiproces' is not one of*"])
 
 

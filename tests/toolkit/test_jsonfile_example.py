@@ -27,3 +27,18 @@ def test_only_writes_change_the_json_file(tmp_path) -> None:
         store.session("b").delete()
         assert store.compact().vectors == 1
         assert len(json.loads(path.read_text())["vectors"]["items"]) == 1
+
+
+def test_a_summary_is_saved_through_the_plain_engine(tmp_path) -> None:
+    """The example subclasses the plain Engine, whose summary insert is the one no
+    built-in backend uses (theirs index summaries): a summary is saved and read back,
+    from a fresh process's view of the file. Failing: a summary never stored."""
+    path = tmp_path / "store.json"
+    with memvault.open(f"jsonfile://{path}") as store:
+        s = store.session("s")
+        s.append([Message.user("one", id="1"), Message.user("two", id="2")])
+        s.summarize(Message.system("one and two", id="S"), through="2")
+    with memvault.open(f"jsonfile://{path}") as store:
+        s = store.session("s")
+        assert [m.content for m in s.history()] == ["one and two"]
+        assert [m.content for m in s.history(full=True)] == ["one", "two", "one and two"]

@@ -87,6 +87,19 @@ def test_expiry_is_exact_and_total(store: Any, clock: Clock) -> None:
     assert s.snapshots() == [] and [e.op for e in s.log()] == ["append"]
 
 
+def test_a_page_lists_each_session_as_info_reads_it(store: Any, clock: Clock) -> None:
+    """Every field of a listed session, its expiry included, in every order."""
+    t0 = clock.now
+    store.session("s").append([Message.user("a"), Message.user("b")])
+    clock.now = t0 + 3
+    store.session("t").append([Message.user("c")])
+    infos = [store.session(i).info() for i in ("s", "t")]
+    assert infos[0].expires_at == utc(t0 + 10) and infos[1].expires_at == utc(t0 + 13)
+    for order in ("id", "version", "length", "updated", "expires"):
+        assert sorted(store.sessions_page(10, order=order).sessions,
+                      key=lambda i: i.session_id) == infos, order
+
+
 @pytest.mark.parametrize("write", ["append", "pop", "trim", "clear", "snapshot", "rollback"])
 def test_every_write_slides_expiry_to_now_plus_ttl(store: Any, clock: Clock, write: str) -> None:
     t0 = clock.now
@@ -372,6 +385,7 @@ def test_summaries_and_old_versions_expire_with_their_session(store: Any, clock:
     assert s.summarize(Message.system("S", id="S"), through="a") == 2
     assert [m.content for m in s.history()] == ["S", "b"]
     assert [m.content for m in s.history(at_version=1)] == ["a", "b"]
+    assert [m.content for m in s.history(full=True)] == ["a", "S", "b"]
     assert s.info().expires_at == utc(t0 + 15)
     clock.now = t0 + 15
     with pytest.raises(memvault.InvalidMessageError, match="'a'"):

@@ -24,6 +24,7 @@ from memvault.model import (
     Event,
     Progress,
     Snapshot,
+    check_snapshot,
 )
 
 
@@ -67,7 +68,8 @@ def compact(transaction: Callable[[bool], contextlib.AbstractContextManager[_Txn
     ``progress`` after each step. Sessions created meanwhile are new: nothing to do.
 
     Raises:
-        CorruptRecordError: a session's chain is broken (its step is rolled back).
+        CorruptRecordError: a session's chain is broken, or one of its snapshots
+            cannot be right (its step is rolled back).
     """
     with transaction(False) as txn:
         names = [row.name for row in txn.rows()]
@@ -113,13 +115,14 @@ def _plan(txn: _Txn[R], row: R, keep_events: int | None, now: float) -> _Plan[R]
     """The session's plan, read in one consistent view.
 
     Raises:
-        CorruptRecordError: a chain is broken (then nothing of it is deleted).
+        CorruptRecordError: a chain is broken, or a snapshot's pointers cannot be
+            right (then nothing of it is deleted: what it should reach is unknown).
     """
     if not row.live(now):
         return _Plan(row, True, 0, [])
     events = txn.events(row)
     drop = max(0, len(events) - keep_events) if keep_events is not None else 0
-    snaps = txn.snapshots(row)
+    snaps = [check_snapshot(row.name, s, row.next_node) for s in txn.snapshots(row)]
     pointers = [(row.head, row.base)] + [(s.head, s.base) for s in snaps]
     for e in events[drop:]:
         pointers += [(e.head_before, e.base_before), (e.head_after, e.base_after)]

@@ -20,7 +20,6 @@ from memvault.backends.base import Stored, Write
 from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
     CorruptRecordError,
     broken_chain,
-    damaged_snapshot,
     duplicate_ids,
     hidden_through,
     message_missing,
@@ -41,6 +40,7 @@ from memvault.model import (
     Progress,
     SessionInfo,
     Snapshot,
+    check_snapshot,
     to_datetime,
     utc,
 )
@@ -63,16 +63,6 @@ def check_chain(session_id: str, depths: Sequence[int], top: int, count: int) ->
             raise broken_chain(session_id, top - k)
     if len(depths) != count:
         raise broken_chain(session_id, top - len(depths))
-
-
-def check_snapshot(session_id: str, snap: Snapshot, next_node: int) -> Snapshot:
-    """``snap``, a snapshot of a session whose next node id is ``next_node``, if its
-    pointers can be right; else CorruptRecordError naming it (a rollback to it would
-    leave the session a length below 0 or a head that is not there)."""
-    if min(snap.head, snap.base, snap.length) < 0 or snap.head >= next_node \
-            or (snap.head == 0) != (snap.base + snap.length == 0):
-        raise damaged_snapshot(session_id, snap.name)
-    return snap
 
 
 def decoded(session_id: str, what: str, parse: Callable[[], T]) -> T:
@@ -578,12 +568,14 @@ class Engine:
                 head, top, count, base, summary, through = (
                     snap.head, snap.base + snap.length, snap.length, snap.base, snap.summary,
                     snap.through)
+            # everything is read before anything is written: memory has no rollback
             nodes = self._chain(txn, source, head, top, count) if source else []
+            kept = _stored(txn, source, summary, through) \
+                if source and summary and through > base else None
             row = self._start(txn, new_id, None, w)
             self._add_nodes(txn, row, [(n.msg_id, n.body) for n in reversed(nodes)])
-            if source and summary and through > base:
-                self._add_summary(txn, row, _stored(txn, source, summary, through),
-                                  through - base, 0)
+            if kept is not None:
+                self._add_summary(txn, row, kept, through - base, 0)
             self._commit(txn, row, "fork", w, (0, 0), {"from": session_id, "at": at})
 
     def _add_summary(self, txn: Txn, row: Row, summary: Node | Record, through: int,

@@ -116,8 +116,8 @@ def _damage(session_id: str, refuse: Refuse = _no_refusals) -> Refuse:
         if state == BROKEN_CHAIN:
             return errors.broken_chain(session_id, int(detail))
         if state == DAMAGED_SNAPSHOT:
-            return errors.damaged_snapshot(session_id,
-                                           bytes.fromhex(detail).decode("utf-8", "replace"))
+            return errors.damaged_snapshot(
+                session_id, bytes.fromhex(detail.split(" ")[0]).decode("utf-8", "replace"))
         return refuse(state, detail)
 
     return check
@@ -190,10 +190,15 @@ def _row(rows: Rows) -> tuple[Any, ...]:
 
 def _store_damage(state: str, detail: str) -> MemvaultError | None:
     """A store-wide call's broken chain (compact, search; DETAIL: the depth, the
-    session's name in hex)."""
+    session's name in hex) or damaged snapshot (compact; DETAIL: the snapshot's
+    name, the session's name, in hex)."""
     if state == BROKEN_CHAIN:
         depth, name = detail.split(" ")
         return errors.broken_chain(bytes.fromhex(name).decode("utf-8"), int(depth))
+    if state == DAMAGED_SNAPSHOT:
+        snapshot, name = detail.split(" ")
+        return errors.damaged_snapshot(bytes.fromhex(name).decode("utf-8"),
+                                       bytes.fromhex(snapshot).decode("utf-8", "replace"))
     return None
 
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import check_snapshot, decoded
+from memvault.backends.engine import decoded
 from memvault.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -54,6 +54,7 @@ from memvault.model import (
     Progress,
     SessionInfo,
     Snapshot,
+    check_snapshot,
     to_datetime,
     utc,
 )
@@ -673,6 +674,10 @@ class Operations:
             damage = _corrupt(session_id, reply)
             if damage:
                 raise damage
+            if reply[0] == b"damaged":
+                raise damaged_snapshot(session_id, _text(reply[2])) \
+                    if reply[1] == b"snapshot" else CorruptRecordError(
+                        session_id, None, f"event {int(reply[2])} of the log cannot be decoded")
             stats += CompactStats(*(int(r) for r in reply))
             if progress is not None and (done % batch == 0 or done == len(found)):
                 yield Callback(progress, CompactProgress(done, len(found), stats))

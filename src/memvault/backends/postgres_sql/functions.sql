@@ -34,7 +34,8 @@
 -- whole before it commits (an extra key or a bad field passed them).
 -- Then snapshots, rollback and fork refused a snapshot whose pointers cannot be
 -- right (MV013; rollback to a length of -7 left the session one), and pop a new head
--- not one level lower.
+-- not one level lower. Then compact_step refused (MV013) a session with such a
+-- snapshot before changing anything of it, as the engine and the Redis script do.
 
 -- A JSON string literal for UTF-8 bytes. to_json() cannot see NUL (text cannot
 -- hold it), so the pieces between NUL bytes are quoted and joined with \u0000.
@@ -467,7 +468,8 @@ BEGIN
 END $$;
 
 -- True if the snapshot p_snap of a session whose next node id is p_next has pointers
--- that can be right (engine.check_snapshot); else MV013, DETAIL: its name in hex.
+-- that can be right (model.check_snapshot); else MV013, DETAIL: its name, then its
+-- session's name, in hex (compact, store-wide, names the session from it).
 CREATE OR REPLACE FUNCTION @schema@._snapshot_ok(p_snap @schema@.snapshots, p_next bigint)
 RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
@@ -475,7 +477,8 @@ BEGIN
     IF least(p_snap.head, p_snap.base, p_snap.length) < 0 OR p_snap.head >= p_next
        OR (p_snap.head = 0) <> (p_snap.base + p_snap.length = 0) THEN
         RAISE EXCEPTION 'damaged snapshot' USING ERRCODE = 'MV013',
-            DETAIL = encode(p_snap.name, 'hex');
+            DETAIL = encode(p_snap.name, 'hex') || ' ' || encode((SELECT s.name FROM
+                @schema@.sessions s WHERE s.sid = p_snap.sid), 'hex');
     END IF;
     RETURN true;
 END $$;
@@ -541,6 +544,7 @@ DECLARE
     v_sum_id bytea;
     v_sum_body text;
     v_sum_through bigint;
+    v_sum_depth bigint;
 BEGIN
     v_row := @schema@._lock(p_new, p_now, true);
     -- A live session has a version or a snapshot; a row _lock just made has neither.
@@ -568,15 +572,18 @@ BEGIN
         FROM ptr CROSS JOIN LATERAL @schema@._chain(ptr.sid, ptr.head, ptr.depth, ptr.length) c
     )
     SELECT (SELECT count(*) FROM ptr), coalesce((SELECT ptr.length FROM ptr), 0),
-           s.msg_id, s.body, s.through
-    INTO v_found, v_length, v_sum_id, v_sum_body, v_sum_through
+           s.msg_id, s.body, s.through, s.depth
+    INTO v_found, v_length, v_sum_id, v_sum_body, v_sum_through, v_sum_depth
     FROM (SELECT 1) one LEFT JOIN (
-        SELECT n.msg_id, n.body, ptr.through - ptr.base AS through
-        FROM ptr JOIN @schema@.nodes n ON n.sid = ptr.sid AND n.node = ptr.summary
+        SELECT n.msg_id, n.body, ptr.through - ptr.base AS through, ptr.through AS depth
+        FROM ptr LEFT JOIN @schema@.nodes n ON n.sid = ptr.sid AND n.node = ptr.summary
         WHERE ptr.through > ptr.base
     ) s ON true;
     IF p_at IS NOT NULL AND v_found = 0 THEN
         RAISE EXCEPTION 'snapshot not found' USING ERRCODE = 'MV004';
+    END IF;
+    IF v_sum_depth IS NOT NULL AND v_sum_id IS NULL THEN  -- the summary is gone
+        RAISE EXCEPTION 'broken chain' USING ERRCODE = 'MV010', DETAIL = v_sum_depth;
     END IF;
     v_row.head := v_length;
     v_row.depth := v_length;
@@ -798,6 +805,9 @@ BEGIN
             sessions := sessions + 1;
             CONTINUE;
         END IF;
+        -- a snapshot that cannot be right: what it should reach is unknown
+        PERFORM @schema@._snapshot_ok(n, v_row.next_node) FROM @schema@.snapshots n
+        WHERE n.sid = v_row.sid;
         IF p_keep_events IS NOT NULL THEN
             DELETE FROM @schema@.events e WHERE e.sid = v_row.sid AND e.id NOT IN (
                 SELECT k.id FROM @schema@.events k WHERE k.sid = v_row.sid

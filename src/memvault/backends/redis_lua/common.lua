@@ -66,7 +66,7 @@ local function parse_link(v)
 end
 
 -- The snapshot record `value` of the session `row`, decoded; nil if it cannot be
--- decoded or its pointers cannot be right (the engine's check_snapshot).
+-- decoded or its pointers cannot be right (model.check_snapshot).
 local function snapshot_of(row, value)
   local ok, s = pcall(cjson.decode, value)
   if not ok or type(s) ~= 'table' then return nil end

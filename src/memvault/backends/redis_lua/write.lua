@@ -100,7 +100,10 @@ if op == 'delete' then
 end
 
 if op == 'compact' then
-  -- ARGV: now, events to keep per session. Returns {nodes, events, sessions} removed.
+  -- ARGV: now, events to keep per session. Returns {nodes, events, sessions} removed,
+  -- or, with nothing removed, {'damaged', 'snapshot', name} or {'damaged', 'event', n}
+  -- for a record it needs that cannot be decoded or whose pointers cannot be right
+  -- (what it reaches is then unknown), or {'corrupt', depth, 'chain'}.
   local now, keep = tonumber(ARGV[2]), ARGV[3]
   local row = load()
   if not row then return {0, 0, 0} end
@@ -113,13 +116,19 @@ if op == 'compact' then
   local dropped = 0
   if keep ~= '' then dropped = math.max(0, redis.call('LLEN', LOG) - tonumber(keep)) end
   local pointers, summaries = {{row.head, row.base}}, {row.summary}
-  for _, v in ipairs(redis.call('HVALS', SNAPS)) do
-    local s = cjson.decode(v)
+  local snaps = redis.call('HGETALL', SNAPS)
+  for i = 1, #snaps, 2 do
+    local s = snapshot_of(row, snaps[i + 1])
+    if not s then return {'damaged', 'snapshot', snaps[i]} end
     pointers[#pointers + 1] = {s[2], s[3]}
     summaries[#summaries + 1] = s[8] or 0
   end
-  for _, v in ipairs(redis.call('LRANGE', LOG, dropped, -1)) do
-    local e = cjson.decode(v)
+  for i, v in ipairs(redis.call('LRANGE', LOG, dropped, -1)) do
+    local ok, e = pcall(cjson.decode, v)
+    if not ok or type(e) ~= 'table' then return {'damaged', 'event', dropped + i} end
+    for k = 5, 8 do
+      if type(e[k]) ~= 'number' then return {'damaged', 'event', dropped + i} end
+    end
     pointers[#pointers + 1] = {e[5], e[6]}
     pointers[#pointers + 1] = {e[7], e[8]}
   end

@@ -55,8 +55,11 @@ class CorruptionContract(ContractBase):
         a summary taken through the message there, is deleted), ``"event"`` (the
         newest event's detail becomes text that is not JSON), ``"snapshot"`` (the
         record of the session's first snapshot becomes unreadable),
-        ``"snapshot-length"`` (its length becomes -7) or ``"snapshot-head"`` (its
-        head becomes node 999, beyond the session's nodes). Override it with
+        ``"snapshot-length"`` (its length becomes -7), ``"snapshot-head"`` (its
+        head becomes node 999, beyond the session's nodes), ``"snapshot-head-next"``
+        (its head becomes the session's next node id, the first not yet given),
+        ``"snapshot-head-below-0"`` or ``"snapshot-base-below-0"`` (its head, or its
+        base, becomes -1). Override it with
         the ``corrupt`` capability; skip for a kind the backend cannot hold damaged
         (e.g. records kept as objects).
         """
@@ -219,6 +222,49 @@ class CorruptionContract(ContractBase):
         assert [e.op for e in s.log()][-1] == "pop"  # only the pop of m3
         assert [m.content for m in s.history()] == ["S2"]
 
+    def test_search_over_a_missing_summary_is_loud(self, store: Any) -> None:
+        """search, of the session and of the store, over a session whose summary is
+        gone raises CorruptRecordError naming the session and the summary's depth,
+        however often it is tried: never hits as if the summary were not there.
+        Failing: PostgreSQL's search walked on past a summary that was not stored (its
+        RAISE deleted; a mutant survived the suite).
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        msgs = [Message.user(f"kiwi {i}") for i in range(4)]
+        s.append(msgs)
+        s.summarize(Message.system("S1"), through=msgs[1].id)
+        self.damage(store, "victim", 2, "summary")  # S1
+        calls: list[Callable[[], Any]] = [lambda: s.search("kiwi"),
+                                          lambda: store.search("kiwi")]
+        for call in calls * 2:
+            with pytest.raises(CorruptRecordError) as err:
+                call()
+            assert (err.value.session_id, err.value.depth) == ("victim", 2)
+
+    @pytest.mark.parametrize("at", [None, "here"])
+    def test_fork_of_a_missing_summary_makes_no_copy(self, store: Any,
+                                                     at: str | None) -> None:
+        """fork (of the history, or at a snapshot) of a session whose summary is gone
+        raises CorruptRecordError naming the session and the summary's depth, and
+        makes no copy, however often it is tried: the new id stays free. Failing:
+        memory stored the new session and its messages before it found the summary
+        missing, so the copy was left half made and a retry raised ConflictError.
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        msgs = users(4)
+        s.append(msgs)
+        s.summarize(Message.system("S1"), through=msgs[1].id)
+        s.snapshot("here")
+        self.damage(store, "victim", 2, "summary")  # S1
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError) as err:
+                s.fork("copy", at=at)
+            assert (err.value.session_id, err.value.depth) == ("victim", 2)
+        assert store.session("copy").info() is None
+        assert store.sessions() == ["victim"]
+
     @pytest.mark.parametrize("body", [
         "not json", "42", '{"v": 99, "m": {}}', "[]", '{"v": 1, "m": "text"}',
         b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}',
@@ -262,16 +308,22 @@ class CorruptionContract(ContractBase):
             getattr(s, read)()
         assert err.value.session_id == "victim"
 
-    @pytest.mark.parametrize("kind", ["snapshot", "snapshot-length", "snapshot-head"])
+    @pytest.mark.parametrize("kind", ["snapshot", "snapshot-length", "snapshot-head",
+                                      "snapshot-head-next", "snapshot-head-below-0",
+                                      "snapshot-base-below-0"])
     def test_a_damaged_snapshot_is_loud_everywhere(self, store: Any, kind: str) -> None:
         """A snapshot whose record cannot be decoded, or whose pointers cannot be right
-        (a length below 0; a head beyond the session's nodes): snapshots(),
+        (a length, head or base below 0; a head beyond the session's nodes, by one
+        or by far): snapshots(),
         rollback and fork(at=) raise CorruptRecordError naming the session and the
         snapshot, and write nothing (rollback and fork may go through where the
         damage is only in a field they do not read, the time SQLite and PostgreSQL
         keep apart). Failing: on Redis rollback and fork of a record that is not JSON
         raised a raw BackendError; a length of -7 was listed by snapshots(), and
-        rollback to it left PostgreSQL a session of length -7 with an empty history.
+        rollback to it left PostgreSQL a session of length -7 with an empty history;
+        mutants of check_snapshot not checking the head or the base for a
+        value below 0, or taking a head equal to the next node id for a stored
+        one, survived the suite.
         """
         self.require("corrupt")
         s = store.session("victim")
@@ -295,6 +347,51 @@ class CorruptionContract(ContractBase):
                 assert texts(s.history()) == ["m0", "m1", "m2", "x0"]
             else:
                 assert kind == "snapshot", "a damaged snapshot went unnoticed"
+
+    @pytest.mark.parametrize("kind", ["event", "snapshot", "snapshot-length", "snapshot-head",
+                                      "snapshot-head-next", "snapshot-head-below-0",
+                                      "snapshot-base-below-0"])
+    def test_compact_over_a_damaged_record_is_loud_or_exact(self, store: Any,
+                                                            kind: str) -> None:
+        """compact over a session whose newest event or first snapshot is damaged
+        refuses, again when repeated, with CorruptRecordError naming the session and
+        the record, and drops nothing (the events it would have dropped are all
+        still there). A snapshot whose pointers cannot be right (as
+        test_a_damaged_snapshot_is_loud_everywhere damages them) is refused on every
+        backend: what it should reach is unknown. Where the damage is in what
+        compact does not read (an event's detail, a snapshot's time), it may instead
+        compact as if the record were whole. Failing: on Redis compact of a snapshot
+        record, or of a kept event, that is not JSON raised a raw BackendError (the
+        script's decode failed); memory, SQLite and PostgreSQL compacted straight
+        through a snapshot whose pointers cannot be right (a head at node 999, a
+        length of -7...), where Redis refused (PostgreSQL named a broken chain for a
+        base below 0).
+        """
+        self.require("corrupt")
+        s = store.session("victim")
+        s.append(users(3))
+        s.snapshot("here")
+        s.append(users(1, "x"))
+        s.pop()  # x0: garbage once the events are dropped
+        self.damage(store, "victim", 1, kind)
+        named = "event" if kind == "event" else "'here'"
+        outcomes: list[object] = []
+        for keep in (None, 0, 0):  # all events kept (the pop's reaches x0), then none
+            try:
+                stats = store.compact(keep_events=keep)
+            except CorruptRecordError as exc:
+                assert exc.session_id == "victim" and named in str(exc), exc
+                if kind != "event":
+                    assert [e.op for e in s.log()] == ["append", "snapshot", "append", "pop"]
+                outcomes.append("refused")
+            else:
+                outcomes.append((stats.nodes, stats.events))
+        assert outcomes[0] in ("refused", (0, 0)), outcomes
+        assert outcomes[1:] in (["refused", "refused"], [(1, 4), (0, 0)]), outcomes
+        if kind.startswith("snapshot-"):
+            assert outcomes == ["refused"] * 3, outcomes
+        assert texts(s.history()) == texts(s.history(full=True)) == ["m0", "m1", "m2"]
+        assert s.info().length == 3
 
     def test_deeply_nested_body_is_loud(self, store: Any) -> None:
         """A stored body nested 100,000 deep raises CorruptRecordError naming the

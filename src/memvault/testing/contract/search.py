@@ -126,6 +126,63 @@ class SearchContract(ContractBase):
         assert store.search("kiwi") == []
         assert [h.message.content for h in store.search("summary")] == ["summary"]
 
+    def test_a_popped_message_a_snapshot_keeps_stays_hidden_after_compact(
+            self, store: Any) -> None:
+        """A message popped and written over, kept by a snapshot, is not found after
+        compact deleted the session's other popped messages (the session then stores
+        fewer nodes than it made, as many as it made off its chain). Failing:
+        PostgreSQL's check that a session's nodes all lie on its chain counted every
+        indexed node of the session with the summaries (`AND` made `OR`; a mutant
+        survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user("first")])
+        s.append([Message.user("kiwi old")])
+        s.snapshot("keep")
+        s.pop()
+        s.append([Message.user("second")])
+        s.append(users(2, "junk"))
+        s.pop()
+        s.pop()
+        store.compact(keep_events=0)  # the junk goes; the snapshot keeps "kiwi old"
+        assert s.search("kiwi") == []
+        s.rollback("keep")
+        assert [h.message.content for h in s.search("kiwi")] == ["kiwi old"]
+
+    def test_a_popped_message_stays_hidden_when_summaries_fill_the_count(
+            self, store: Any) -> None:
+        """A popped message, kept by a snapshot, stays hidden when compact deleted the
+        trimmed nodes below it: the session stores 2 messages and 1 summary at depth
+        4, its chain not linear. Failing: a memory mutant adding the summaries to the
+        stored nodes instead of taking them away (3 + 1 = 4, the depth) took the chain
+        for linear and found the popped message (it survived the suite).
+        """
+        s = store.session("s")
+        s.append([Message.user("a"), Message.user("b"), Message.user("c"),
+                  Message.user("kiwi")])
+        s.trim(keep_last=1)
+        s.snapshot("keep")
+        s.pop()
+        g = Message.user("grape")
+        s.append([g])
+        s.summarize(Message.system("summary"), through=g.id)
+        store.compact(keep_events=0)  # a, b and c go; the snapshot keeps kiwi
+        assert s.search("kiwi") == []
+        assert [h.message.content for h in s.search("grape")] == ["grape"]
+
+    def test_a_summary_through_base_is_hidden(self, store: Any) -> None:
+        """A summary whose ``through`` is exactly the base a trim set is hidden with
+        the messages it covers: search does not find it. Failing: PostgreSQL's
+        search took the summaries down to base, not above it, for visible (a mutant
+        survived the suite).
+        """
+        s = store.session("s")
+        s.append(users(3))
+        s.summarize(Message.system("kiwi summary"), through=s.history()[1].id)
+        s.trim(keep_last=1)  # base 2: the summary's through
+        assert [m.content for m in s.history(full=True)] == ["m2"]
+        assert s.search("kiwi") == []
+
     def test_an_undone_summary_stays_hidden(self, store: Any) -> None:
         """A summary pop undid is not found (in a session where every node made is
         on the chain or a summary). Failing: PostgreSQL's search took a hidden

@@ -259,6 +259,8 @@ class SummariesContract(ContractBase):
         assert texts(f.history()) == ["S", "m3", "m4", "m5"]
         assert texts(f.history(full=True)) == ["m0", "m1", "m2", "S", "m3", "m4", "m5"]
         assert f.info().summarized == 3
+        f.append(users(1, "y"))  # after the copied summary's node: a PostgreSQL fork
+        assert texts(f.history()) == ["S", "m3", "m4", "m5", "y0"]  # once reused its id
         s.trim(keep_last=1)  # hides the summary's range: a fork copies no summary
         assert texts(s.fork("g").history(full=True)) == ["x0"]
 

@@ -88,6 +88,26 @@ class VectorsContract(ContractBase):
         yield store
         store.close()
 
+    def test_the_vector_store_names_its_space_and_drops_what_is_gone(
+            self, semantic: Any) -> None:
+        """The first embedded write records the embedder's space, read back by
+        ``vector_space()``; ``drop_vectors`` of keys not (or no longer) stored is a
+        no-op, as when two compacts reclaim the same vector. Failing: memory mutants
+        forgetting the space, or raising KeyError for a key gone, survived the suite.
+        """
+        backend = vector_store(semantic.backend)
+
+        def call(name: str, *args: Any) -> Any:
+            result = getattr(backend, name)(*args)
+            return semantic.run(result) if inspect.iscoroutine(result) else result
+
+        semantic.session("s").append([Message.user("a cat")])
+        assert call("vector_space") == Index(ConceptEmbedder()).space
+        [key] = keys_of(Message.user("a cat"))
+        for _ in range(2):
+            call("drop_vectors", [key, text_key("never stored")])
+            assert stored_keys(semantic) == set()
+
     def test_semantic_search_finds_meaning_in_the_full_view(self, semantic: Any) -> None:
         """A query finds messages and summaries by meaning (no shared word), never a
         hidden one, at a plain int position. Failing: vectors not stored or read, the

@@ -5,7 +5,9 @@ Each mutant is one small change to one script (a comparison flipped, ``and`` for
 a ``not`` dropped, a constant or an arithmetic sign changed, a statement deleted). The
 backend's sync contract class (for Redis also its model, damaged-data and session-index
 tests, which reach stored formats the contract cannot, and the cluster's tests: its sync
-contract class and the races of its session index) runs once clean in this process,
+contract class and the races of its session index; for PostgreSQL also the budget of a
+compact step and tests/backends/test_postgres_races.py, two writers of one session
+interleaved in one process, which a dropped FOR UPDATE loses) runs once clean in this process,
 noting which operations each test calls, whether it wrote on a cluster, and how long it
 takes. Then, for each mutant: memvault is made to send the mutated script (in memory:
 the Lua text, or the SQL applied to each new schema); a mutant the server refuses to
@@ -86,7 +88,8 @@ TARGETS = {
         "postgres", ("postgres_sql/functions.sql",),
         ("tests/backends/test_contract_postgres.py::TestPostgres",
          "tests/backends/test_compact_steps.py::"
-         "test_a_step_ends_once_its_sessions_held_the_node_budget[postgres]"), "sql"),
+         "test_a_step_ends_once_its_sessions_held_the_node_budget[postgres]",
+         "tests/backends/test_postgres_races.py"), "sql"),
 }
 
 
@@ -252,9 +255,12 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "read (its position is the reply's last id), so the pages are the same"),
     ("postgres_sql/functions.sql", "FROM (SELECT 1) one LEFT JOIN (", 13, "0",
      "the one row's value is never read"),
-    ("postgres_sql/functions.sql",
-     "EXISTS (SELECT 1 FROM sums WHERE sums.sid = n.sid AND sums.node = n.node),", 15, "0",
-     "EXISTS ignores what its subquery selects"),
+    *(("postgres_sql/functions.sql", line, column, "0",
+       "EXISTS ignores what its subquery selects") for line, column in (
+           ("EXISTS (SELECT 1 FROM sums WHERE sums.sid = n.sid AND sums.node = n.node),", 15),
+           ("SELECT 1 FROM @schema@.nodes n (occurrence 1)", 7),
+           ("SELECT 1 FROM @schema@.nodes n (occurrence 2)", 7),
+           ("OR EXISTS (SELECT 1 FROM @schema@.snapshots s WHERE s.sid = v_row.sid) THEN", 18))),
     ("postgres_sql/functions.sql",
      "SET node = greatest(@schema@.search_marks.node, excluded.node);", 11, "least",
      "performance only: a watermark that never rises makes every search read again "
@@ -299,6 +305,78 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "compact_step's first session: done is 0 and v_budget is p_budget, which the "
      "client always sends positive (COMPACT_STEP_NODES), so `v_budget <= 0` decides "
      "alone there too"),
+    ("postgres_sql/functions.sql", "x.next_node - 1 = x.depth AND (", 12, "+",
+     "performance only: full_history never takes a session for linear (next_node + 1 "
+     "never equals depth: node ids run past it) and walks its chain with _chain instead "
+     "of reading the nodes above base as a range; a linear session's chain is those "
+     "nodes, so the rows are the same. Only hand-made damage to a link the range read "
+     "does not follow (a node made its own parent) shows: CorruptRecordError instead "
+     "of the messages stored, as history() of the same session already raises"),
+    ("postgres_sql/functions.sql",
+     "WHERE n.sid = x.sid AND n.node > x.base) = x.depth - x.base AS linear", 51, "+",
+     "performance only: full_history takes a session with a base above 0 for non-linear "
+     "(at most depth - base nodes lie above base, never depth + base) and walks its "
+     "chain with _chain: the same rows, as for next_node + 1 above"),
+    *(("postgres_sql/functions.sql", line, column, "+",
+       f"performance only: search's {what}, so a session whose every node made is on "
+       "its chain or an indexed summary may be taken for non-linear and walked (the "
+       "walk finds the same hits, and raises only on a chain damaged by hand); "
+       "never the other way round") for line, column, what in (
+           ("v_linear := v_row.next_node - 1 = v_row.depth", 28,
+            "first test never holds (next_node + 1 never equals depth); the second "
+            "(next_node - 1 - depth indexed summaries) holds whenever it would have: "
+            "with next_node - 1 = depth no node lies off the chain, so no summary is "
+            "indexed and both sides are 0"),
+           *(("OR v_row.next_node - 1 - v_row.depth = (", column,
+              "second test asks for two more indexed summaries than the nodes made off "
+              "the chain, which hold every summary: it never holds") for column in (19, 23)))),
+    ("postgres_sql/functions.sql",
+     "SELECT count(*), coalesce(max(s.sid), 0) FROM @schema@.sessions s", 38, "1",
+     "compact_plan's last sid when no session is stored: compact then takes the sessions "
+     "with 0 < sid <= 1: none, or the first session, created since, which it may then "
+     "compact too (compacting a session is right at any time)"),
+    ("postgres_sql/functions.sql",
+     "IF NOT v_linear AND cardinality(v_walked) < v_steps THEN", 42, "<=",
+     "performance only: search also walks on (to twice the depth a hit needs) when it "
+     "has walked exactly as deep as this hit needs; the nodes walked already stay where "
+     "they are, so v_walked[v_steps] is the same (the deeper walk raises only on a "
+     "chain damaged by hand)"),
+    *(("postgres_sql/functions.sql", "WHERE x.next_node - 1 > coalesce(m.node, 0)", column,
+       new, "performance only: search_pending also takes the sessions indexed up to their "
+       "last node (and those with no node), which have no node above their watermark to "
+       "return") for column, new in ((22, ">="), (20, "0"))),
+    ("postgres_sql/functions.sql", "WHERE s.name = p_session AND (s.expires_at IS NULL OR "
+     "s.expires_at > p_now) (occurrence 5)", 67, ">=",
+     "node_bodies also reads a session expiring at exactly now: compact's vector sweep "
+     "(vectors.reclaim) asks it only for the sessions sessions(now) has just listed as "
+     "live at the same now (expires_at > now), and a write in between only sets a later "
+     "expiry"),
+    ("postgres_sql/functions.sql",
+     "RAISE EXCEPTION 'unknown order %', p_order USING ERRCODE = '22023';", -8,
+     "        NULL;", "unreachable: every caller of sessions_page (Store, AsyncStore, "
+     "the CLI and the UI call store.sessions_page) gets its PageQuery from "
+     "paging.check_page, which refuses an order outside ORDERS before any I/O "
+     "(tests/api/test_arguments.py); a PageQuery made by hand with another order "
+     "still fails here (EXECUTE of a query with no key: a BackendError), as it fails "
+     "on the other backends"),
+    *(("postgres_sql/functions.sql", line, column, "=",
+       f"performance only: search_pending marks {what} as a message, not a summary; "
+       "search finds a visible summary through the session's own summary walk, not "
+       "the mark, and a hidden one is hidden either way (the walk of the chain never "
+       "meets a summary's node); the fewer indexed summaries make search take sessions "
+       "with summaries for non-linear and walk them (the same hits; it raises only on "
+       "a chain damaged by hand)") for line, column, what in (
+           ("JOIN behind b ON b.sid = p.sid WHERE p.summary <> 0", 47, "every summary"),
+           ("WHERE n.parent <> 0", 15,
+            "every summary no pointer names (one below another)"))),
+    ("postgres_sql/functions.sql",
+     "FROM behind b JOIN @schema@.nodes n ON n.sid = b.sid AND n.node > b.mark", 53, "OR",
+     "performance only: search_pending also pairs each session behind with the nodes "
+     "of every session above its watermark, and with its own nodes indexed already: "
+     "search_index drops a node paired with another session's created_at, indexes it "
+     "rightly when the two were created in the same instant, and skips one indexed "
+     "(ON CONFLICT DO NOTHING); its batches fill sooner (pairs, ordered by node), so "
+     "indexing takes more calls, far more with thousands of sessions behind at once"),
     ("redis_lua/read.lua", "if depth <= row.base then break end", 9, "<",
      "the full view's summary walk also takes a summary at exactly base; the view looks "
      "up only depths above base, and the walk stops at the next one (only hand-made "

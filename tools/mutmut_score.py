@@ -6,6 +6,19 @@ the project's root::
     python tools/mutmut_score.py              # the table, raw and net
     python tools/mutmut_score.py --survivors  # also each survivor's change
 
+A run that has not finished (stopped, or a sample) is scored on the mutants it ran, and
+the table's last line says how many of all those ran. A seeded random sample, for a run
+too long to make whole::
+
+    rm -rf mutants   # else the results of an earlier run are scored with the sample's
+    mutmut run --max-children 2 $(python tools/mutmut_score.py --draw 200 --seed 7)
+    python tools/mutmut_score.py
+
+``--draw`` lists the mutants as ``mutmut run`` makes them (mutmut's own mutation of
+the files ``[tool.mutmut]`` selects; ``mutants/`` is not needed), so the same seed
+draws the same names until those files change; ``mutmut run NAME ...`` runs exactly
+the names given.
+
 An equivalent mutant changes nothing any API call can observe, on any data the library
 itself can have written or on damage it promises to detect. They are named here by
 what they change, not by mutmut's numbering (which moves with every edit): a class rule
@@ -17,8 +30,12 @@ that names no mutant of today's code, is an error: the list must stay true.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
+import random
 import re
+import sqlite3
 import sys
 from collections import Counter
 from pathlib import Path
@@ -57,6 +74,24 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
      'read_options(url, None, {}, options, backend="the memory store")',
      "the URL's query: read_options reads it only for its truth before splitting it, "
      "and a memory URL with a query is refused before (it is not 'memory:' + slashes)"),
+    *(("memory.py", "_MemoryTxn.matches",
+       "return iter(self._index.rank(None if row is None else row.name, terms))", mutated,
+       "one session's search then gets every session's matches: lexical.search is "
+       "scoped only for one session and skips the others' (it has a view of that one "
+       "alone); BM25 uses the whole store's statistics either way, and the filtered "
+       "ranking keeps the same order, so the same hits: only the cost changes")
+      for mutated in ("return iter(self._index.rank(None, terms))",
+                      "return iter(self._index.rank(None if (row is None) or True else "
+                      "row.name, terms))")),
+    *(("memory.py", "_MemoryTxn.create", written, mutated,
+       "the stored row of a new session: every caller of create (Engine._start: "
+       "append, snapshot, fork) saves the row, updated_at set, before it releases "
+       "the lock, and nothing between the two reads the stored row or can raise")
+      for written, mutated in (
+          ("row = Row(name, name, 0, 0, 0, 0, 1, now, now, None)",
+           "row = Row(name, name, 0, 0, 0, 0, 1, now, None, None)"),
+          ("self._data[name] = _Session(dataclasses.replace(row))",
+           "self._data[name] = _Session(None)"))),
     ("sqlite.py", "_SqliteTxn.delete_nodes",
      "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
      "rowids = [(_rowid(row.key, n, None), _rowid(row.key, n, True)) for n in nodes]",
@@ -85,6 +120,44 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
      "node ids are never shown: a gap after a summary's id is skipped by every range "
      "read (SQLite's pending and node ranges), and a session with a summary is not "
      "linear either way"),
+    ("sqlite.py", "SqliteBackend._immutable",
+     "if os.path.exists(wal) and os.path.getsize(wal) > 0:",
+     "if os.path.exists(wal) and os.path.getsize(wal) > 1:",
+     "a -wal of 1 byte: SQLite never leaves one (a log's header alone is 32 bytes), "
+     "and it holds no change the file alone would miss"),
+    ("sqlite.py", "SqliteBackend.search", "False, body)", "None, body)",
+     "the lagging index's summary flag is read only for its truth (_View.position): "
+     "None is false as False is"),
+    ("sqlite.py", "SqliteBackend.history", '"count": -1 if last is None else last})',
+     '"count": -2 if last is None else last})',
+     "_HISTORY reads :count only as negative (every message) or as a count"),
+    ("sqlite.py", "_SqliteTxn.create", "self._pending[cur.lastrowid] = 0",
+     "self._pending[cur.lastrowid] = None",
+     "pending is read only for its truth, and save writes it only once it changed, "
+     "to 0 or a node: the column keeps the INSERT's 0"),
+    *(("sqlite.py", "_SqliteTxn.create",
+       "row = Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)",
+       f"row = Row(cur.lastrowid, {mutated}, None)", why) for mutated, why in (
+        ("None, 0, 0, 0, 0, 1, now, now", "the new row's name is read only by errors about "
+         "its chain (check_chain, message_missing), and a chain written in this "
+         "transaction is whole; the INSERT wrote the name"),
+        ("name, 0, 0, 0, 0, 1, None, now", "the new row's created_at is read only by "
+         "Row.info, and no call that creates a session returns its info; the INSERT "
+         "wrote it"),
+        ("name, 0, 0, 0, 0, 1, now, None", "every write that creates a row sets its "
+         "updated_at (Engine._commit) before save: the same value is stored"))),
+    ("sqlite.py", "SqliteBackend._to_wal",
+     "deadline = time.monotonic() + self._busy_ms / 1000",
+     "deadline = time.monotonic() + self._busy_ms / 1001",
+     "a deadline 0.1% of busy_timeout earlier: less than the open's own time around it"),
+    ("sqlite.py", "SqliteBackend._to_wal",
+     "if not _busy(exc) or time.monotonic() >= deadline:",
+     "if not _busy(exc) or time.monotonic() > deadline:",
+     "the monotonic clock landing exactly on the deadline: one more 5 ms retry"),
+    ("sqlite.py", "SqliteBackend.history", "if chain[0][3] is None:",
+     "if chain[0][4] is None:",
+     "the chain's depth and body come from one LEFT JOIN's node row: both NULL (no "
+     "head) or neither (nodes.body is NOT NULL)"),
 ]
 
 # The SQLite text a mutant may change the case of: a statement, or a keyword spliced into
@@ -92,13 +165,42 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
 # case; a string literal inside the SQL ('...') would be data, so such text is left out.
 _SQL_START = re.compile(r"\s*\(?\s*(SELECT|INSERT|DELETE|UPDATE|WITH|CREATE|BEGIN|PRAGMA|"
                         r"WHERE|AND|FROM|ORDER|VALUES|IMMEDIATE|DEFERRED)\b", re.IGNORECASE)
+# Or a fragment a statement is assembled from (sessions_page's conditions, order and
+# joiner, a statement's second line): only the keywords below and the schema's names,
+# with a keyword or a "?" among them (a lone name might be a Python string, a dict key).
+_SQL_KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "ASC", "DESC", "IN", "BY", "LIMIT",
+                 "VALUES"}
+
+
+@functools.cache
+def _schema_names() -> frozenset[str]:
+    """The SQLite schema's table, index and column names, and the SQL functions used."""
+    from memvault.backends.sqlite import MIGRATIONS
+
+    db = sqlite3.connect(":memory:")
+    for version in sorted(MIGRATIONS):
+        db.executescript(MIGRATIONS[version])
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master")]
+    columns = {c[1] for t in tables for c in db.execute(f"PRAGMA table_info({t})")}
+    db.close()
+    return frozenset({*tables, *columns, "instr"})
+
+
+def _sql_fragment(text: str) -> bool:
+    words = re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)
+    keywords = [w for w in words if w.upper() in _SQL_KEYWORDS]
+    return bool(words) and (bool(keywords) or "?" in text) and all(
+        w in keywords or w.lower() in _schema_names() for w in words)
 
 
 def _literal_at(line: str, index: int) -> str | None:
-    """The double-quoted literal of ``line`` that holds ``index``, if any."""
-    for m in re.finditer(r'"([^"\\]*)"', line):
-        if m.start(1) <= index < m.end(1):
-            return m.group(1)
+    """The innermost string literal of ``line`` that holds ``index``, if any: a
+    single-quoted one inside an f-string's {...} (elsewhere, '...' is SQL data inside
+    a double-quoted literal), else a double-quoted one."""
+    for pattern in (r"\{[^{}]*?'([^'\\]*)'[^{}]*\}", r'"([^"\\]*)"'):
+        for m in re.finditer(pattern, line):
+            if m.start(1) <= index < m.end(1):
+                return m.group(1)
     return None
 
 
@@ -113,7 +215,7 @@ def _sql_case(path: str, removed: list[str], added: list[str]) -> bool:
     last = max(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
     text = _literal_at(old, first)
     return (text is not None and text == _literal_at(old, last) and "'" not in text
-            and _SQL_START.match(text) is not None)
+            and (_SQL_START.match(text) is not None or _sql_fragment(text)))
 
 
 def _function(mutant: str) -> str:
@@ -130,6 +232,28 @@ def _change(mutant: str, path: str) -> tuple[list[str], list[str]]:
             [x[1:].strip() for x in lines if x.startswith("+")])
 
 
+def mutant_names() -> list[str]:
+    """Every mutant ``mutmut run`` makes of the files ``[tool.mutmut]`` selects, by
+    mutmut's own mutation of today's sources (run from the project's root)."""
+    from mutmut.configuration import config
+    from mutmut.mutation.file_mutation import mutate_file_contents
+    from mutmut.utils.file_utils import walk_mutatable_files
+    from mutmut.utils.format_utils import get_mutant_name
+
+    if config().mutate_only_covered_lines:
+        raise SystemExit("--draw cannot know which lines mutate_only_covered_lines keeps")
+    return [get_mutant_name(path, name) for path in walk_mutatable_files()
+            for name in mutate_file_contents(str(path), path.read_text("utf-8")).mutant_names]
+
+
+def draw(names: list[str], count: int, seed: int) -> list[str]:
+    """``count`` of ``names`` drawn at random by ``seed``, sorted: the same names for
+    the same seed, whatever order ``names`` came in."""
+    if not 0 < count <= len(names):
+        raise ValueError(f"cannot draw {count} of {len(names)} mutants")
+    return sorted(random.Random(seed).sample(sorted(names), count))
+
+
 STATUS = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 36: "timeout",
           -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not run"}
 
@@ -137,8 +261,19 @@ STATUS = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 36: "timeout"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--survivors", action="store_true", help="print each survivor")
+    parser.add_argument("--draw", type=int, metavar="N",
+                        help="print N mutant names drawn at random, for `mutmut run`")
+    parser.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    if args.draw is not None:
+        os.chdir(ROOT)  # mutmut reads [tool.mutmut] and the sources from there
+        try:
+            print("\n".join(draw(mutant_names(), args.draw, args.seed)))
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        return 0
     metas = sorted((ROOT / "mutants").glob("src/**/*.py.meta"))
     if not metas:
         print("no mutmut results: run `mutmut run` first", file=sys.stderr)
@@ -189,7 +324,9 @@ def main() -> int:
         print(f"| {short} | {n} | {killed} | {count['timeout']} | {count['no tests']} |"
               f" {count['survived']} | {count['equivalent']} | {raw:.1%} | {net:.1%} |")
     if total["not run"]:
-        errors.append(f"{total['not run']} mutants not run yet: the run is incomplete")
+        ran = sum(total.values()) - total["not run"]
+        print(f"\nran {ran:,} of {sum(total.values()):,} mutants (a sample, or a run not "
+              f"finished): the table scores those {ran:,}")
     for error in errors:
         print("error:", error, file=sys.stderr)
     return 1 if errors else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import subprocess
@@ -177,15 +178,21 @@ print("TESTS", len(mutate._reaching(noop)))
     assert int(done.stdout.split("TESTS ")[1]) >= 2  # it ran the tests it reaches
 
 
-def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> None:
-    """tools/mutmut_score.py's class rule: a letter-case change of SQLite text with no
-    string literal in it is equivalent; of a literal inside SQL, of text that is not
-    SQL, or outside sqlite.py, it is not."""
+def _score_tool() -> ModuleType:
     path = ROOT / "tools" / "mutmut_score.py"
     spec = importlib.util.spec_from_file_location("mutmut_score", path)
     assert spec is not None and spec.loader is not None
-    score = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(score)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> None:
+    """tools/mutmut_score.py's class rule: a letter-case change of SQLite text with no
+    string literal in it is equivalent, a statement or a fragment of one (keywords and
+    the schema's names only); of a literal inside SQL, of text that is not SQL, of a
+    lone name, or outside sqlite.py, it is not."""
+    score = _score_tool()
     src = "src/memvault/backends/sqlite.py"
     line = 'self._db.execute("DELETE FROM vectors WHERE key = ?", (key,))'
     assert score._sql_case(src, [line], [line.replace("DELETE FROM", "delete from")])
@@ -196,3 +203,46 @@ def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> N
     words = 'raise ConfigurationError("cannot read the store")'
     assert not score._sql_case(src, [words], [words.replace("cannot", "CANNOT")])
     assert not score._sql_case(src, [line], [line.replace("?", "1")])
+    fragment = 'where.append("instr(name, ?) > 0")'  # keywords, the schema's names, "?"
+    assert score._sql_case(src, [fragment], [fragment.replace("instr(name", "INSTR(NAME")])
+    joined = "sql = f\"SELECT {key} FROM sessions WHERE {' AND '.join(where)} \""
+    assert score._sql_case(src, [joined], [joined.replace("' AND '", "' and '")])
+    quoted = "sql = f\"SELECT {key} FROM events WHERE op = 'append' \""
+    assert not score._sql_case(src, [quoted], [quoted.replace("'append'", "'APPEND'")])
+    lone = 'order = "name" if query.order == "id" else key'  # may be a Python string
+    assert not score._sql_case(src, [lone], [lone.replace('"name"', '"NAME"')])
+    other = 'mode = "rwc" if write else "ro"'  # no SQL word
+    assert not score._sql_case(src, [other], [other.replace('"ro"', '"RO"')])
+    prose = 'raise ValueError("name IS NULL or version is new")'  # not only SQL words
+    assert not score._sql_case(src, [prose], [prose.replace("new", "NEW")])
+
+
+def test_mutmut_score_draws_the_same_sample_for_the_same_seed() -> None:
+    score = _score_tool()
+    names = [f"memvault.backends.memory.x_f__mutmut_{i}" for i in range(1, 501)]
+    sample = score.draw(names, 50, 7)
+    assert sample == score.draw(list(reversed(names)), 50, 7)  # the seed decides, not order
+    assert len(set(sample)) == 50 and set(sample) <= set(names) and sample == sorted(sample)
+    assert score.draw(names, 50, 8) != sample
+    assert sorted(score.draw(names, 500, 1)) == sorted(names)
+    for count in (0, 501, -1):
+        with pytest.raises(ValueError, match=f"cannot draw {count} of 500"):
+            score.draw(names, count, 7)
+
+
+def test_mutmut_score_draws_names_of_mutants_mutmut_makes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each drawn name is one ``mutmut run NAME`` finds: mutmut's name of a mutant of a
+    function or method defined in a selected file."""
+    pytest.importorskip("mutmut")
+    score = _score_tool()
+    monkeypatch.chdir(ROOT)
+    names = score.mutant_names()
+    assert len(set(names)) == len(names)
+    for name in score.draw(names, 40, 7):
+        module = name.partition(".x")[0]
+        tree = ast.parse((ROOT / "src" / (module.replace(".", "/") + ".py")).read_text())
+        defined = {f"{c.name}.{f.name}" for c in tree.body if isinstance(c, ast.ClassDef)
+                   for f in c.body if isinstance(f, ast.FunctionDef)}
+        defined |= {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
+        assert score._function(name) in defined, name

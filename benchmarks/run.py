@@ -93,6 +93,8 @@ BENCHMARKS: list[Entry] = [
     Entry("sqlite-parts", "bench_sqlite_parts.py",
           ("--calls", "100", "--warmup", "20", "--runs", "1"),
           ("--calls", "1000", "--warmup", "200", "--runs", "3")),
+    # CPU instructions (callgrind) and WAL frames a call: figures the load does not move
+    Entry("instructions", "bench_instructions.py", ("--few", "20", "--many", "60"), ()),
     Entry("redis", "bench_redis.py", (*_PEERS_QUICK, "--url", "{redis_url}"),
           (*_PEERS_FULL, "--url", "{redis_url}"), needs=(REDIS,)),
     Entry("postgres", "bench_postgres.py", (*_PEERS_QUICK, "--url", "{pg_url}"),

@@ -271,6 +271,12 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "chain or an indexed summary) for a non-linear one and walks its chain; the "
      "other way round would need fewer nodes made than the chain and the indexed "
      "summaries hold"),
+    ("postgres_sql/functions.sql", "OR v_row.next_node - 1 - v_row.depth = (", 0, "AND",
+     "performance only: with no node off the chain (the first test) no summary is "
+     "indexed either (summaries are nodes off the chain), so both tests hold there; "
+     "elsewhere the first fails, and a session whose every node off the chain is an "
+     "indexed summary is taken for non-linear and its chain walked (the walk finds "
+     "the same hits); never the other way round"),
     ("postgres_sql/functions.sql", "IF v_node.parent > 0 THEN", 17, ">=",
      "_garbage also writes v_floor[0] for a first node (PostgreSQL extends the array "
      "below 1); no node is 0, so nothing reads it"),
@@ -344,7 +350,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     *(("postgres_sql/functions.sql", "WHERE x.next_node - 1 > coalesce(m.node, 0)", column,
        new, "performance only: search_pending also takes the sessions indexed up to their "
        "last node (and those with no node), which have no node above their watermark to "
-       "return") for column, new in ((22, ">="), (20, "0"))),
+       "return") for column, new in ((22, ">="), (20, "0"), (18, "+"))),
     ("postgres_sql/functions.sql", "WHERE s.name = p_session AND (s.expires_at IS NULL OR "
      "s.expires_at > p_now) (occurrence 5)", 67, ">=",
      "node_bodies also reads a session expiring at exactly now: compact's vector sweep "
@@ -381,6 +387,9 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "the full view's summary walk also takes a summary at exactly base; the view looks "
      "up only depths above base, and the walk stops at the next one (only hand-made "
      "damage to that next one's link, which compact never removes, would show)"),
+    ("redis_lua/write.lua", "if row.run and parent < row.run then row.run = parent end", 22,
+     "<=", "pop also sets the run's start to the new head when it already is the "
+     "run's start: it assigns the value it holds"),
     ("redis_lua/write.lua",
      "local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)", 72,
      "true", "performance only: summarize's walk also cuts out each node's message id "

@@ -158,6 +158,26 @@ def test_a_session_whose_keys_vanished_is_left_out_and_unindexed(url: str, clien
             assert client.zscore(f"memvault:sessions:{order}", "b") is None, order
 
 
+def test_a_page_goes_on_past_a_dead_entry_in_every_order(url: str, client: Any) -> None:
+    """Walked one session a page, in every order and direction, a store with a dead
+    index entry lists each live session once, in the order one long page lists
+    them. Failing: a full page's cursor carried the session's id where its score
+    belongs (a mutant of index.lua survived the suite), so the next page started
+    elsewhere, or raised."""
+    with memvault.open(url) as store:
+        fill(store, ["a", "b", "d", "e", "f"])
+        for order in ORDERS:
+            for descending in (False, True):
+                # a page that meets the dead entry drops it: make it anew each walk
+                store.session("c").append([Message.user("c")])
+                client.delete(*client.scan_iter(match="memvault:{c}:*"))
+                listed = walk(store, 1, order=order, descending=descending)
+                whole = walk(store, 50, order=order, descending=descending)
+                assert [i.session_id for i in listed] == [i.session_id for i in whole], (
+                    order, descending)
+                assert sorted(i.session_id for i in listed) == ["a", "b", "d", "e", "f"]
+
+
 def test_a_rare_match_is_walked_in_budgeted_steps(url: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A match walks the index in steps of a few entries (here 7) and each step goes

@@ -355,7 +355,7 @@ class CorruptionContract(ContractBase):
                                                             kind: str) -> None:
         """compact over a session whose newest event or first snapshot is damaged
         refuses, again when repeated, with CorruptRecordError naming the session and
-        the record, and drops nothing (the events it would have dropped are all
+        the record exactly, and drops nothing (the events it would have dropped are all
         still there). A snapshot whose pointers cannot be right (as
         test_a_damaged_snapshot_is_loud_everywhere damages them) is refused on every
         backend: what it should reach is unknown. Where the damage is in what
@@ -365,7 +365,8 @@ class CorruptionContract(ContractBase):
         script's decode failed); memory, SQLite and PostgreSQL compacted straight
         through a snapshot whose pointers cannot be right (a head at node 999, a
         length of -7...), where Redis refused (PostgreSQL named a broken chain for a
-        base below 0).
+        base below 0). Redis once named the event by a wrong position in its log
+        (a mutant survived).
         """
         self.require("corrupt")
         s = store.session("victim")
@@ -374,13 +375,15 @@ class CorruptionContract(ContractBase):
         s.append(users(1, "x"))
         s.pop()  # x0: garbage once the events are dropped
         self.damage(store, "victim", 1, kind)
-        named = "event" if kind == "event" else "'here'"
+        # the pop's event, the log's 4th: Redis numbers it in the log, SQL by version
+        named = ("event 4 ", "event of version 3 ") if kind == "event" else ("'here'",)
         outcomes: list[object] = []
         for keep in (None, 0, 0):  # all events kept (the pop's reaches x0), then none
             try:
                 stats = store.compact(keep_events=keep)
             except CorruptRecordError as exc:
-                assert exc.session_id == "victim" and named in str(exc), exc
+                assert exc.session_id == "victim", exc
+                assert any(n in str(exc) for n in named), exc
                 if kind != "event":
                     assert [e.op for e in s.log()] == ["append", "snapshot", "append", "pop"]
                 outcomes.append("refused")

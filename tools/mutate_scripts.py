@@ -387,6 +387,12 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
      "the full view's summary walk also takes a summary at exactly base; the view looks "
      "up only depths above base, and the walk stops at the next one (only hand-made "
      "damage to that next one's link, which compact never removes, would show)"),
+    ("redis_lua/write.lua", "local generation = 0", 19, "1",
+     "a value nothing reads: on a single server the script returns run() before any "
+     "read of the generation; on a cluster the next line sets it from ARGV first"),
+    ("redis_lua/index.lua", "if match == '' or string.find(got[i], match, 1, true) then", 45,
+     "0", "the same search: Lua 5.1's string.find takes a start of 0 as 1 (it subtracts 1 "
+     "and clamps below 0 to the first byte)"),
     ("redis_lua/write.lua", "if row.run and parent < row.run then row.run = parent end", 22,
      "<=", "pop also sets the run's start to the new head when it already is the "
      "run's start: it assigns the value it holds"),

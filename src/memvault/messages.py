@@ -90,10 +90,10 @@ def _json_problem(value: Any, room: int) -> str | None:
         return None if math.isfinite(value) else f": {value!r} is not a JSON number"
     if isinstance(value, (list, tuple, dict, Mapping)) and room == 0:
         return f": nested more than {MAX_NESTING} levels deep"
+    # Items of the types that are JSON at any depth are not recursed into (most are).
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            problem = _json_problem(item, room - 1)
-            if problem is not None:
+            if type(item) not in _LEAVES and (problem := _json_problem(item, room - 1)):
                 return f"[{i}]{problem}"
         return None
     if isinstance(value, (dict, Mapping)):
@@ -102,11 +102,13 @@ def _json_problem(value: Any, room: int) -> str | None:
                 return f": key {key!r} is not a string"
             if not key.isascii() and not encodable(key):
                 return f": key {key!r} is not valid Unicode (lone surrogate)"
-            problem = _json_problem(item, room - 1)
-            if problem is not None:
+            if type(item) not in _LEAVES and (problem := _json_problem(item, room - 1)):
                 return f"[{key!r}]{problem}"
         return None
     return f": {type(value).__name__} is not a JSON value"
+
+
+_LEAVES = frozenset({str, int, bool, type(None)})
 
 
 def encodable(text: str) -> bool:
@@ -427,6 +429,21 @@ def _built(fields: dict[str, Any], fields_set: set[str]) -> Message:
     object.__setattr__(message, "__pydantic_extra__", None)
     object.__setattr__(message, "__pydantic_private__", None)
     return message
+
+
+# Message's fields in order, with their defaults (those of a factory: none)
+_DEFAULTS: dict[str, Any] = {"id": None, "role": None, "content": None, "name": None,
+                             "tool_calls": (), "tool_call_id": None, "metadata": None,
+                             "created_at": None}
+
+
+def constructed(**fields: Any) -> Message:
+    """``Message.model_construct(**fields)`` for fields that include ``id``, ``role``,
+    ``metadata`` and ``created_at``, built directly (3.7 -> 1.5 us a message): not
+    validated (an append validates it as it encodes it: :func:`encode_message`)."""
+    values = _DEFAULTS.copy()
+    values.update(fields)
+    return _built(values, set(fields))
 
 
 # Bodies decoded lately, by their exact text: an agent reads the same tail of its

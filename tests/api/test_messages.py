@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 
 from memvault import CorruptRecordError, InvalidMessageError, Message, ToolCall
-from memvault.messages import decode_message, encode_message, new_message_id
+from memvault.messages import constructed, decode_message, encode_message, new_message_id
 
 
 def test_ids_are_unique_and_time_ordered() -> None:
@@ -68,6 +70,30 @@ def test_encoding_refuses_what_json_cannot_carry() -> None:
         encode_message(forged, 10_000)
     with pytest.raises(InvalidMessageError):
         encode_message(Message.user("\udcff"), 10_000)
+
+
+def test_constructed_is_model_construct() -> None:
+    fields: dict[str, Any] = {"id": "x", "role": "system", "content": "c",
+                              "metadata": {"k": {"a": [1]}},
+                              "created_at": datetime.now(timezone.utc)}
+    made, reference = constructed(**fields), Message.model_construct(**fields)
+    assert list(made.__dict__.items()) == list(reference.__dict__.items())
+    assert made.__pydantic_fields_set__ == reference.__pydantic_fields_set__
+    assert (made.__pydantic_extra__, made.__pydantic_private__) == (None, None)
+    assert encode_message(made, 10_000) == encode_message(reference, 10_000)
+
+
+@pytest.mark.parametrize(("metadata", "where"), [
+    ({"a": [1, "x", {"b": math.nan}]}, "metadata['a'][2]['b']: nan is not a JSON number"),
+    ({"a": ["x", None, True, b"y"]}, "metadata['a'][3]: bytes is not a JSON value"),
+    ({"a": {"b": "c", 1: "d"}}, "metadata['a']: key 1 is not a string"),
+    ({"a": {"\udcff": "c"}}, "metadata['a']: key '\\udcff' is not valid Unicode"),
+])
+def test_what_json_cannot_carry_is_named_where_it_is(metadata: Any, where: str) -> None:
+    forged = constructed(id="x", role="user", content="a", metadata=metadata,
+                         created_at=datetime.now(timezone.utc))
+    with pytest.raises(InvalidMessageError, match=re.escape(where)):
+        encode_message(forged, 10_000)
 
 
 @pytest.mark.parametrize("body", [

@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 import memvault
+from memvault.integrations._langgraph_values import Grown
 from memvault.integrations.langgraph import MemvaultSaver
 
 
@@ -243,3 +244,46 @@ async def test_the_same_put_without_reading_on_async_stores(any_store_url: str) 
                 {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "3"}})
             assert got is not None
             assert texts(got.checkpoint["channel_values"]["messages"]) == ["h1", "ai1", "h3"]
+
+
+def test_a_long_thread_written_by_one_saver_reads_as_a_fresh_saver_reads_it(
+        any_store_url: str) -> None:
+    # the writer's log of the thread is extended at each put, its indexes folded
+    # many times (Grown); a fresh saver reads the whole chain at once
+    with memvault.open(any_store_url) as store:
+        mine = MemvaultSaver(store)
+        history: list[str] = []
+        for n in range(1, 301):
+            history = [*history[-3:], f"h{n}"]
+            put(mine, "t", f"{n:04}", history, parent=f"{n - 1:04}" if n > 1 else None)
+            if n % 7 == 0:
+                mine.put_writes({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                                  "checkpoint_id": f"{n:04}"}},
+                                [("ch", n)], "task")
+        fresh_saver = MemvaultSaver(store)
+        for n in (1, 7, 64, 65, 150, 299, 300):
+            cid = f"{n:04}"
+            got, want = (saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                                           "checkpoint_id": cid}})
+                         for saver in (mine, fresh_saver))
+            assert got is not None and want is not None
+            assert got.checkpoint == want.checkpoint and got.metadata == want.metadata
+            assert got.pending_writes == want.pending_writes
+            assert (got.pending_writes == [("task", "ch", n)]) == (n % 7 == 0)
+        assert [t.config for t in mine.list(None)] == [t.config for t in fresh_saver.list(None)]
+
+
+def test_grown_copies_change_independently() -> None:
+    grown: Grown[int, int] = Grown()
+    copies = []
+    for i in range(500):  # past several folds
+        grown[i] = i
+        copies.append(grown)
+        grown = grown.copy()
+    grown[0] = -1  # an entry of the shared base, replaced in this copy only
+    for i, copy in enumerate(copies):
+        assert dict(copy.items()) == {k: k for k in range(i + 1)}
+        assert list(copy) == list(range(i + 1))
+    assert grown[0] == -1 and grown.get(499) == 499 and 500 not in grown and 0 in grown
+    assert grown.setdefault(1, 7) == 1 and grown.setdefault(500, 7) == 7 and grown[500] == 7
+    assert copies[-1].get(500) is None and copies[0][0] == 0

@@ -385,6 +385,9 @@ _FRESH = ", page_version=?, page_length=?, page_updated=?, page_expires=?"
 _FLAG = ", unsettled=1"
 
 
+_DETAIL = json.JSONEncoder(ensure_ascii=False)  # an event's detail, as stored
+
+
 @functools.lru_cache(maxsize=64)
 def _update(changed: tuple[int, ...], also: str) -> str:
     return f"UPDATE sessions SET {', '.join(f'{_SAVED[k]}=?' for k in changed)}{also} WHERE sid=?"
@@ -526,7 +529,7 @@ class _SqliteTxn:
             " FROM events WHERE sid = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             (row.key, event.version, event.op, event.writer, event.at.timestamp(),
              event.head_before, event.base_before, event.head_after, event.base_after,
-             json.dumps(event.detail, ensure_ascii=False)))
+             _DETAIL.encode(event.detail)))
 
     def events(self, row: Row) -> list[Event]:
         cur = self._db.execute(f"SELECT {_EVENT} FROM events WHERE sid = ? ORDER BY id",

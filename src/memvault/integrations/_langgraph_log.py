@@ -39,7 +39,6 @@ the first one counts. Writes resolve like LangGraph's own savers: per
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -60,8 +59,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memvault.errors import CorruptRecordError
-from memvault.integrations._langgraph_values import MISSING, Lru, fresh, is_model
-from memvault.messages import Message, new_message_id
+from memvault.integrations._langgraph_values import MISSING, Grown, Lru, fresh, is_model
+from memvault.messages import Message, constructed, new_message_id
 
 PREFIX = "langgraph:"
 KEY = "langgraph"
@@ -73,8 +72,11 @@ def session_id(thread_id: str) -> str:
     return PREFIX + str(thread_id)
 
 
+_SORTED = json.JSONEncoder(sort_keys=True)  # json.dumps(sort_keys=True), made once
+
+
 def _digest(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:48]
+    return hashlib.sha256(_SORTED.encode(parts).encode()).hexdigest()[:48]
 
 
 def pack(typed: tuple[str, bytes]) -> dict[str, str]:
@@ -149,12 +151,9 @@ def encode_values(values: Mapping[str, Any], parent: Mapping[str, Stored],
 def _node(node: str, content: str, body: Body) -> Message:
     """A saver's node. Built without pydantic's validation, which its fields (strings
     and this module's JSON) do not need: the append checks it again as it encodes it
-    (:func:`memvault.messages.encode_message`), once instead of twice. Its time is
-    given, not left to the field's default factory: for each factory it calls,
-    ``model_construct`` inspects the factory's signature first (98,000 -> 48,000
-    instructions per node, callgrind, pydantic 2)."""
-    return Message.model_construct(id=node, role="system", content=content, metadata={KEY: body},
-                                   created_at=datetime.now(timezone.utc))
+    (:func:`memvault.messages.encode_message`), once instead of twice."""
+    return constructed(id=node, role="system", content=content, metadata={KEY: body},
+                       created_at=datetime.now(timezone.utc))
 
 
 def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -218,7 +217,7 @@ class ThreadLog:
 
     A saver keeps the log of the threads it read last (node bodies never change)
     and brings it up to date with :meth:`extended` and the nodes appended since
-    (the session's newest ``info().length - len(order)`` nodes, checked to follow
+    (the session's newest ``info().length - length`` nodes, checked to follow
     the last one it holds: a node's ancestors are fixed, so the chain before it is
     the one already indexed). A rollback, or a writer racing the two reads, fails
     that check and the saver reads the whole chain instead.
@@ -236,35 +235,38 @@ class ThreadLog:
         self.values = values
         self.session = session_id(thread_id)
         self.stamp = stamp  # the session's (created_at, version) when read, if known
-        self.order: list[str] = []
-        self.nodes: dict[str, Body] = {}
-        self.depth: dict[str, int] = {}
-        self.first: dict[tuple[str, str], str] = {}  # (ns, checkpoint id) -> node
-        self.writes: dict[tuple[str, str], list[Body]] = {}
+        self.length = 0  # the chain's nodes (other writers' messages too)
+        self.last: str | None = None  # the newest of them
+        # Indexes that the logs extended from this one share most of (Grown)
+        self.nodes: Grown[str, Body] = Grown()
+        self.depth: Grown[str, int] = Grown()
+        self.first: Grown[tuple[str, str], str] = Grown()  # (ns, checkpoint id) -> node
+        self.writes: Grown[tuple[str, str], list[Body]] = Grown()
         self.hidden: frozenset[str] = frozenset()
-        self.broken: dict[tuple[str, str], str] = {}  # (node, channel) -> why unreadable
+        self.broken: Grown[tuple[str, str], str] = Grown()  # (node, channel) -> why unreadable
         self._load(chain)
 
     def extended(self, newer: Sequence[Entry], stamp: Any) -> ThreadLog:
         """A new log: this one followed by ``newer`` (this one is left unchanged)."""
-        log = copy.copy(self)
-        log.stamp = stamp
-        log.order, log.nodes, log.depth = list(self.order), dict(self.nodes), dict(self.depth)
-        log.first, log.writes, log.broken = dict(self.first), dict(self.writes), dict(self.broken)
+        log = ThreadLog.__new__(ThreadLog)
+        log.__dict__ = {**self.__dict__, "stamp": stamp, "nodes": self.nodes.copy(),
+                        "depth": self.depth.copy(), "first": self.first.copy(),
+                        "writes": self.writes.copy(), "broken": self.broken.copy()}
         log._load(newer)
         return log
 
     def _load(self, chain: Sequence[Entry]) -> None:
         for node, body in chain:
-            self.order.append(node)
+            self.length += 1
+            self.last = node
             if body is None:
                 continue  # another writer's message: not LangGraph's
             try:
                 self._add(node, body)
             except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptRecordError(self.session, len(self.order),
+                raise CorruptRecordError(self.session, self.length,
                                          f"bad LangGraph node: {exc!r}") from exc
-            self.depth[node] = len(self.order)
+            self.depth[node] = self.length
 
     def _add(self, node: str, body: Body) -> None:
         kind = body["kind"]

@@ -15,12 +15,15 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Hashable, ItemsView, Iterator
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
 MISSING: Any = object()  # Lru.get's answer for a key it does not hold (None is a value)
+FOLD = 64  # the newer entries a Grown copies before it folds them into its base
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})  # immutable: shared
 _models: dict[type, bool] = {}  # type -> is a pydantic model (isinstance is slow on them)
@@ -55,6 +58,54 @@ class Lru:
         with self._lock:
             for key in [k for k in self._items if unwanted(k)]:
                 del self._items[key]
+
+
+class Grown(Generic[K, V]):
+    """A dict that is copied often while it grows, sharing most of it between copies.
+
+    It holds ``base`` (shared by the copies, never changed) and ``top``, the newer
+    entries (each copy's own). A :meth:`copy` copies ``top`` only, folding it into a
+    new base when it holds more than :data:`FOLD` entries and more than the square
+    root of base's: a copy costs O(sqrt(n)), amortized, instead of O(n).
+    """
+
+    __slots__ = ("base", "top")
+
+    def __init__(self, base: dict[K, V] | None = None, top: dict[K, V] | None = None) -> None:
+        self.base: dict[K, V] = {} if base is None else base
+        self.top: dict[K, V] = {} if top is None else top
+
+    def copy(self) -> Grown[K, V]:
+        size = len(self.top)
+        if size > FOLD and size * size > len(self.base):
+            return Grown({**self.base, **self.top})
+        return Grown(self.base, self.top.copy())
+
+    def __getitem__(self, key: K) -> V:
+        value = self.top.get(key, MISSING)
+        return self.base[key] if value is MISSING else cast(V, value)
+
+    def get(self, key: K, default: Any = None) -> Any:
+        value = self.top.get(key, MISSING)
+        return self.base.get(key, default) if value is MISSING else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.top or key in self.base
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self.top[key] = value
+
+    def setdefault(self, key: K, value: V) -> V:
+        found = self.get(key, MISSING)
+        if found is MISSING:
+            self.top[key] = found = value
+        return cast(V, found)
+
+    def items(self) -> ItemsView[K, V]:
+        return {**self.base, **self.top}.items()
+
+    def __iter__(self) -> Iterator[K]:
+        return iter({**self.base, **self.top})
 
 
 def is_model(kind: type) -> bool:

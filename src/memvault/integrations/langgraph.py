@@ -222,10 +222,10 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         log = None
         if known is not None and known.stamp == stamp:
             log = known  # nothing changed
-        elif (known is not None and known.order and known.stamp[0] == info.created_at
-              and info.length >= len(known.order)):
-            newest = entries((yield _Read(session, info.length - len(known.order) + 1)))
-            if newest and newest[0][0] == known.order[-1]:
+        elif (known is not None and known.length and known.stamp[0] == info.created_at
+              and info.length >= known.length):
+            newest = entries((yield _Read(session, info.length - known.length + 1)))
+            if newest and newest[0][0] == known.last:
                 log = known.extended(newest[1:], stamp)
         if log is None:
             log = ThreadLog(thread_id, entries((yield _Read(session, None))), self.serde,

@@ -210,7 +210,8 @@ def arguments(doc: str, only: Sequence[str]) -> argparse.ArgumentParser:
     ap.add_argument("--runs", type=int, default=3, help="repetitions of each comparison")
     ap.add_argument("--langchain-calls", type=int, default=20,
                     help="timed calls of langchain's history (it reads all 10,000 messages)")
-    ap.add_argument("--only", nargs="*", default=list(only))
+    ap.add_argument("--only", nargs="*", default=list(only), choices=list(only),
+                    help="the comparisons to run, in this order (default: all)")
     ap.add_argument("--out", default=None, help="write the Markdown report there too")
     ap.add_argument("--json", default=None,
                     help="write every candidate's per-run p50s there (benchmarks/run.py's summary)")

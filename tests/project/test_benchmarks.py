@@ -46,6 +46,17 @@ def test_an_unknown_benchmark_is_refused_with_the_known_names() -> None:
     assert "no-such-bench" in done.stderr and "sqlite" in done.stderr
 
 
+def test_a_benchmark_script_refuses_an_unknown_comparison_by_name() -> None:
+    """Failing: ``bench_sqlite.py --only append`` (its names are append-full and
+    append-normal) ran the benchmarks before it, then died in a KeyError."""
+    code = ("import sys; sys.path.insert(0, 'benchmarks'); from common import arguments; "
+            "arguments('doc', ['append-full', 'history']).parse_args(sys.argv[1:])")
+    done = subprocess.run([sys.executable, "-c", code, "--only", "history", "append"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2
+    assert "invalid choice: 'append'" in done.stderr and "'append-full'" in done.stderr
+
+
 def test_generate_builds_a_store_that_reads_back_and_resumes(tmp_path: Path) -> None:
     import memvault
 

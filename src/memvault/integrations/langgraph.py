@@ -230,7 +230,8 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         if log is None:
             log = ThreadLog(thread_id, entries((yield _Read(session, None))), self.serde,
                             self._values, stamp)
-        self._logs.put(session, log)
+        if log is not known:  # get made a known one the most recently used
+            self._logs.put(session, log)
         return log
 
     def _appended(self, session: str, message: Message, version: int) -> None:

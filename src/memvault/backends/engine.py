@@ -359,20 +359,31 @@ class Engine:
         return txn.create(name, w.now)
 
     @staticmethod
+    def _live_ids(txn: Txn, name: str, ids: Sequence[str],
+                  now: float) -> tuple[Row | None, set[str]]:
+        """The live row of session ``name`` (None if there is none) and which of ``ids``
+        it stores (a backend that reads both in one statement overrides this)."""
+        row = Engine._live(txn, name, now)
+        return row, txn.stored_ids(row, ids) if row else set()
+
     def _commit(
-        txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int], detail: dict[str, object],
-        *, bump: bool = True,
+        self, txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int],
+        detail: dict[str, object], *, bump: bool = True,
     ) -> None:
         if bump:
             row.version += 1
         row.updated_at = w.now
         row.expires_at = w.expires_at
         txn.save(row)
-        txn.add_event(
-            row,
-            Event(row.version, op, w.writer, utc(w.now), before[0], before[1],
-                  row.head, row.base, detail),
-        )
+        self._log(txn, row, op, w, before, detail)
+
+    @staticmethod
+    def _log(txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int],
+             detail: dict[str, object]) -> None:
+        """Add the operation's event to the session's log (a backend that stores its
+        fields as they are overrides this: an :class:`Event` costs every write)."""
+        txn.add_event(row, Event(row.version, op, w.writer, utc(w.now), before[0], before[1],
+                                 row.head, row.base, detail))
 
     @staticmethod
     def _chain(txn: Txn, row: Row, head: int, top: int, count: int) -> list[Node]:
@@ -395,11 +406,11 @@ class Engine:
         expect_message: str | None, w: Write,
     ) -> int:
         with self.transaction(True) as txn:
-            row = self._live(txn, session_id, w.now)
             ids = [r.id for r in records]
             # One look-up for the batch and the expected message (it is not in the batch:
             # a batch that names it would be a retry, decided by the batch's own ids).
-            found = txn.stored_ids(row, [*ids, *filter(None, [expect_message])]) if row else set()
+            row, found = self._live_ids(txn, session_id,
+                                        [*ids, expect_message] if expect_message else ids, w.now)
             stored = found.intersection(ids)
             if stored:
                 if len(stored) == len(records):

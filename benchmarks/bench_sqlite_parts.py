@@ -42,7 +42,7 @@ from harness import Candidate, Comparison, compare, markdown_table
 
 import memvault
 from memvault.backends.base import Write
-from memvault.backends.sqlite import _rowid
+from memvault.backends.sqlite import _PARAMS, _live_ids, _rowid
 from memvault.messages import _decoded, decode_message, encode_batch
 
 LIMITS = (1 << 20, 1000, 1 << 24)
@@ -53,8 +53,8 @@ as the first read of a session's tail does."""
 
 def replay(path: Path, without: str = "") -> Candidate:
     """memvault's append statements, in its order, from plain sqlite3: read the
-    session row, look the ids up, insert the nodes, save the row's changed columns,
-    log the event (no search statement: the session's pending was set by its first
+    session row with which of the ids it stores, insert the nodes, save the row's
+    changed columns, log the event (no search statement: the session's pending was set by its first
     append; no paging index entry: the session is unsettled since its second append,
     schema 7). ``without``: one part left out, to price it: "events" (its insert)."""
     db = sqlite3.connect(path, isolation_level=None)
@@ -67,12 +67,7 @@ def replay(path: Path, without: str = "") -> Candidate:
     def call(i: int) -> None:
         node = 2 * i + 10
         db.execute("BEGIN IMMEDIATE")
-        db.execute("SELECT sid, name, head, depth, base, version, next_node, created_at,"
-                   " updated_at, expires_at, summary, through, pending, unsettled FROM sessions"
-                   " WHERE name = ?",
-                   ("replay",)).fetchone()
-        db.execute("SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN (?, ?)",
-                   (sid, f"r{node}", f"r{node + 1}")).fetchall()
+        db.execute(_live_ids(_PARAMS[2]), (f"r{node}", f"r{node + 1}", "replay")).fetchall()
         db.executemany("INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body)"
                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
                        [(_rowid(sid, n), sid, n, n - 1, n, f"r{n}", b)

@@ -293,15 +293,18 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
         if not isinstance(message, Message):  # validated here, so not parsed back below
             message = Message.model_validate(message)
         # Checked again for an object that skipped validation: pydantic would write a
-        # NaN there as null and a lone surrogate in a key as U+FFFD (cheap).
-        _check_json(message.metadata, "metadata")
+        # NaN there as null and a lone surrogate in a key as U+FFFD (an empty dict,
+        # the usual metadata, has nothing to check).
+        metadata = message.metadata
+        if metadata or type(metadata) is not dict:
+            _check_json(metadata, "metadata")
         if isinstance(message.content, list):
             _check_json(message.content, "content")
         # pydantic-core writes the JSON of json.dumps(model_dump(mode="json"),
         # ensure_ascii=False, compact separators) straight to UTF-8, several times
         # faster; a lone surrogate fails here (PydanticSerializationError is a ValueError).
-        body = b"".join((_ENVELOPE_START,
-                         message.__pydantic_serializer__.to_json(message, warnings=False), b"}"))
+        body = (_ENVELOPE_START + message.__pydantic_serializer__.to_json(message, warnings=False)
+                + b"}")
         if not from_mapping and not _plain(message):  # read back as a reader will,
             message = _checked(body) or Message.model_validate(json.loads(body)["m"])
     except InvalidMessageError:
@@ -357,6 +360,9 @@ def _plain(message: Message) -> bool:
         for call in calls)
 
 
+_BATCHES = (list, tuple)
+
+
 def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int,
                  max_batch_bytes: int) -> list[Record]:
     """Validate and encode a batch for one append; nothing is written if this raises.
@@ -367,11 +373,12 @@ def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int
         max_batch: the most messages.
         max_batch_bytes: the largest sum of the encoded messages' sizes.
     """
-    if isinstance(messages, (Message, Mapping, str, bytes)):
-        raise InvalidMessageError("append takes a list of messages, not a single message")
-    if not isinstance(messages, Sequence):
-        raise InvalidMessageError(
-            f"append takes a list of messages, not a {type(messages).__name__}")
+    if type(messages) not in _BATCHES:  # the usual list passes two ABC checks less
+        if isinstance(messages, (Message, Mapping, str, bytes)):
+            raise InvalidMessageError("append takes a list of messages, not a single message")
+        if not isinstance(messages, Sequence):
+            raise InvalidMessageError(
+                f"append takes a list of messages, not a {type(messages).__name__}")
     if not messages:
         raise InvalidMessageError("append needs at least one message")
     if len(messages) > max_batch:

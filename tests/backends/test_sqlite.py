@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import resource
 import shutil
 import signal
@@ -620,3 +621,23 @@ def test_a_database_sqlite_keeps_in_memory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as err:
         memvault.open("sqlite:///:memory:")
     assert str(err.value) == "':memory:': SQLite could not switch to WAL mode"
+
+
+def test_event_details_are_stored_as_json_dumps_writes_them(tmp_path: Path) -> None:
+    """The log's detail column keeps its text format (an append's is formatted without
+    the JSON encoder): what json.dumps(..., ensure_ascii=False) writes, for every op."""
+    with memvault.open(f"sqlite:///{tmp_path / 'x.db'}", writer="w") as store:
+        s = store.session("s")
+        s.append([Message.user("a"), Message.assistant("b")])
+        s.snapshot('é "q" \\ \u2028')
+        s.append([Message.user("c")])
+        s.trim(keep_last=1)
+        s.rollback('é "q" \\ \u2028')
+        s.clear()
+        s.pop()
+        details = [e.detail for e in s.log()]
+    db = sqlite3.connect(tmp_path / "x.db")
+    stored = [r[0] for r in db.execute("SELECT detail FROM events ORDER BY id")]
+    db.close()
+    assert details[0] == {"messages": 2}
+    assert stored == [json.dumps(d, ensure_ascii=False) for d in details]

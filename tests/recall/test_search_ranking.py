@@ -87,3 +87,23 @@ def test_sqlite_ranks_with_fts5s_idf_as_documented(tmp_path: Path) -> None:
                 [fts5(docs[h.position - 1], query.split()) for h in hits], rel=1e-9)
         assert s.search("cat fish", k=1)[0].message.content == "dog fish"
         assert rank(["cat", "fish"], [("s", full)], 1)[0].message.content == "cat bird fish"
+
+
+def test_equal_scores_come_by_session_then_oldest_first(any_store_url: str) -> None:
+    """Hits that tie come session by session (in the order the sessions were made; on
+    Redis, which searches by scanning, in session id order), then oldest message first
+    (docs/recall.md), and on SQLite alike whether its index is up to date or a read-only
+    search ranks what it lags behind. Failing: an order left to the engine (FTS5 does
+    not define one for equal scores)."""
+    with memvault.open(any_store_url) as store:
+        for name in ("b", "a"):
+            store.session(name).append([Message.user("kiwi"), Message.user("plum"),
+                                        Message.user("kiwi"), Message.user("kiwi")])
+        expected = [(name, at) for name in ("b", "a") for at in (1, 3, 4)]
+        if any_store_url.startswith("redis"):
+            expected.sort()
+        if any_store_url.startswith("sqlite"):
+            with memvault.open(any_store_url, mode="ro") as lagging:  # nothing indexed yet
+                assert [(h.session_id, h.position) for h in lagging.search("kiwi")] == expected
+        assert [(h.session_id, h.position) for h in store.search("kiwi")] == expected
+        assert [h.position for h in store.session("a").search("kiwi", k=2)] == [1, 3]

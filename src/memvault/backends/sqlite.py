@@ -688,8 +688,10 @@ class _SqliteTxn:
             if row is not None:
                 sql += " AND rowid BETWEEN ? AND ?"
                 args += _span(row)
+            # Ties by rowid (session, then node), as sqlite_lag.ranked and PostgreSQL
+            # order them; FTS5 leaves the order of equal scores undefined.
             found = ((rowid, -score)
-                     for rowid, score in self._db.execute(sql + " ORDER BY score", args))
+                     for rowid, score in self._db.execute(sql + " ORDER BY score, rowid", args))
         for rowid, score in found:
             yield (rowid >> _SESSION_SHIFT, rowid & (_SUMMARY_BIT - 1),
                    bool(rowid & _SUMMARY_BIT), score)

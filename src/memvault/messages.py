@@ -441,10 +441,10 @@ def _built(fields: dict[str, Any], fields_set: set[str]) -> Message:
     return message
 
 
-# Message's fields in order, with their defaults (those of a factory: none)
-_DEFAULTS: dict[str, Any] = {"id": None, "role": None, "content": None, "name": None,
-                             "tool_calls": (), "tool_call_id": None, "metadata": None,
-                             "created_at": None}
+# Message's fields in order, with their defaults (a required field's or a factory's: None)
+_DEFAULTS: dict[str, Any] = {
+    name: None if field.is_required() or field.default_factory else field.default
+    for name, field in Message.model_fields.items()}
 
 
 def constructed(**fields: Any) -> Message:

@@ -576,7 +576,7 @@ class _SqliteTxn:
         row = self._row(rows[0]) if rows else None
         if row is None or not row.live(now):
             return None, set()
-        return row, {r[14] for r in rows if r[14] is not None}
+        return row, {r[-1] for r in rows if r[-1] is not None}  # the joined msg_id
 
     def insert_nodes(self, row: Row, nodes: Sequence[Node], summary: bool = False) -> None:
         """Messages are left to the next search to index (the session's pending

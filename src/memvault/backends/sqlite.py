@@ -618,7 +618,8 @@ class _SqliteTxn:
     def chain_on(self, row: Row, items: Sequence[tuple[str, str]]) -> None:
         """Chain messages ``(msg_id, body)`` onto ``row``'s head, as
         :meth:`Engine._add_nodes` does, writing their rows as it goes: no
-        :class:`Node` is made (13,000 instructions less a 2-message append)."""
+        :class:`Node` is made (a 2-message append, SQL stubbed out: 101,626 ->
+        90,899 instructions)."""
         sid = row.key
         assert isinstance(sid, int)
         first, node, head, depth = _rowid(sid, 0), row.next_node, row.head, row.depth

@@ -42,7 +42,7 @@ from harness import Candidate, Comparison, compare, markdown_table
 
 import memvault
 from memvault.backends.base import Write
-from memvault.backends.sqlite import _PARAMS, _live_ids, _rowid
+from memvault.backends.sqlite import _live_ids, _rowid
 from memvault.messages import _decoded, decode_message, encode_batch
 
 LIMITS = (1 << 20, 1000, 1 << 24)
@@ -67,7 +67,7 @@ def replay(path: Path, without: str = "") -> Candidate:
     def call(i: int) -> None:
         node = 2 * i + 10
         db.execute("BEGIN IMMEDIATE")
-        db.execute(_live_ids(_PARAMS[2]), (f"r{node}", f"r{node + 1}", "replay")).fetchall()
+        db.execute(_live_ids(2), (f"r{node}", f"r{node + 1}", "replay")).fetchall()
         db.executemany("INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body)"
                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
                        [(_rowid(sid, n), sid, n, n - 1, n, f"r{n}", b)

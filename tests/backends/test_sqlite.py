@@ -18,8 +18,14 @@ from pathlib import Path
 import pytest
 
 import memvault
-from memvault import BackendUnavailableError, ConfigurationError, Message
-from memvault.backends.sqlite import _KEYS, SCHEMA_VERSION, page_sql
+from memvault import (
+    BackendUnavailableError,
+    ConfigurationError,
+    ConflictError,
+    DuplicateMessageError,
+    Message,
+)
+from memvault.backends.sqlite import _KEYS, _MAX_IN, SCHEMA_VERSION, page_sql
 from memvault.paging import PageQuery
 from memvault.reindex import open_for_reindex
 from memvault.testing import ConceptEmbedder
@@ -31,6 +37,28 @@ def test_wal_and_schema_version(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("size", [_MAX_IN - 1, _MAX_IN, _MAX_IN + 1])
+def test_stored_ids_are_found_on_both_sides_of_the_bound_list(tmp_path: Path,
+                                                              size: int) -> None:
+    """An append reads which of its ids are stored with one column an id up to
+    _MAX_IN ids (the expected message counted), as a JSON array past it: retries,
+    mixed batches and expect_message answer the same on both sides."""
+    with memvault.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
+        s = store.session("s")
+        batch = [Message.user(f"m{k}") for k in range(size)]
+        version = s.append(batch)
+        assert s.append(batch) == version  # a retry: every id stored
+        assert s.append(batch, expect_message=batch[0].id) == version
+        with pytest.raises(DuplicateMessageError):
+            s.append([*batch[1:], Message.user("new")])
+        with pytest.raises(ConflictError):  # the expected message is not stored
+            s.append([Message.user(f"n{k}") for k in range(size)],
+                     expect_message="missing")
+        fresh = [Message.user(f"n{k}") for k in range(size)]
+        assert s.append(fresh, expect_message=batch[-1].id) == version + 1
+        assert [m.id for m in s.history()] == [m.id for m in batch + fresh]
 
 
 def test_newer_schema_is_refused_clearly(tmp_path: Path) -> None:

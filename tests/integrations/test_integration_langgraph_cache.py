@@ -91,6 +91,33 @@ def test_mutating_what_get_tuple_returned_changes_nothing_stored(any_store_url: 
         assert read(MemvaultSaver(store), "t", "3") == mutated  # nothing remembered
 
 
+def test_editing_what_was_put_changes_nothing_a_child_is_compared_with(
+        any_store_url: str) -> None:
+    # A put keeps copies of what it was given, not decodings and not the objects:
+    # a graph that edits its list or its messages after the put and puts a child
+    # must find that child stored as it gave it, whole where the parent differs.
+    with memvault.open(any_store_url) as store:
+        saver = MemvaultSaver(store)
+        given = [message("h1")]
+        put(saver, "t", "1", [], messages=given)  # stored whole
+        given[0].content = "h1, edited"
+        given.append(message("ai1"))
+        put(saver, "t", "2", [], parent="1", messages=given)  # differs from "1": whole
+        given = [*given, message("ai2")]
+        put(saver, "t", "3", [], parent="2", messages=given)  # extends "2"
+        given[2].tool_calls[0]["args"]["city"] = "Rome"
+        put(saver, "t", "4", [], parent="3", messages=[*given, message("h3")])
+        reader = MemvaultSaver(store)
+        assert texts(read(reader, "t", "1")) == ["h1"]
+        assert texts(read(reader, "t", "2")) == ["h1, edited", "ai1"]
+        third, fourth = read(reader, "t", "3"), read(reader, "t", "4")
+        assert third is not None and fourth is not None
+        assert texts(fourth) == ["h1, edited", "ai1", "ai2", "h3"]
+        assert read(saver, "t", "4") == fourth
+        calls = [m.tool_calls[0]["args"] for m in (third[2], fourth[2]) if isinstance(m, AIMessage)]
+        assert calls == [{"city": "Paris"}, {"city": "Rome"}]
+
+
 def test_delta_channel_seeds_are_copies_too(any_store_url: str) -> None:
     with memvault.open(any_store_url) as store:
         saver = MemvaultSaver(store)

@@ -115,7 +115,9 @@ def _extends(old: Any, new: Any) -> bool:
 
 @dataclass(frozen=True)
 class Stored:
-    """One stored channel value: the value (a private copy) and the node holding it."""
+    """One stored channel value and the node holding it. ``value`` is private: a
+    decoded value (read) or a :func:`fresh` copy of what a put was given, kept to
+    compare a child's value with, never handed out."""
 
     value: Any
     node: str
@@ -127,25 +129,26 @@ def encode_values(values: Mapping[str, Any], parent: Mapping[str, Stored],
 
     ``parent`` is what the parent checkpoint stores per channel (empty if none is
     known). Returns the entries, the channels shared with the parent (what it
-    stores), and private copies of the values this node stores itself.
+    stores), and private copies of the values this node stores itself: copies, not
+    decodings of the entries, which only a read needs (a value equal to its
+    encoding's decoding compares with a child as that decoding does).
     """
     entries: Body = {}
     shared: dict[str, Stored] = {}
-    fresh: dict[str, Any] = {}
+    own: dict[str, Any] = {}
     for channel, value in values.items():
         old = parent.get(channel)
         if old is not None and _same(old.value, value):
             entries[channel] = {"at": old.node}
             shared[channel] = old
         elif old is not None and _extends(old.value, value):
-            typed = serde.dumps_typed(value[len(old.value):])
-            entries[channel] = {"ext": old.node, "n": len(old.value), **pack(typed)}
-            fresh[channel] = old.value + serde.loads_typed(typed)
+            n = len(old.value)
+            entries[channel] = {"ext": old.node, "n": n, **pack(serde.dumps_typed(value[n:]))}
+            own[channel] = old.value + fresh(value[n:])
         else:
-            typed = serde.dumps_typed(value)
-            entries[channel] = pack(typed)
-            fresh[channel] = serde.loads_typed(typed)
-    return entries, shared, fresh
+            entries[channel] = pack(serde.dumps_typed(value))
+            own[channel] = fresh(value)
+    return entries, shared, own
 
 
 def _node(node: str, content: str, body: Body) -> Message:
@@ -162,7 +165,7 @@ def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMeta
     """The node that stores ``checkpoint``, and what it stores per channel."""
     skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     run = metadata.get("run_id")
-    entries, stored, fresh = encode_values(checkpoint["channel_values"], parent, serde)
+    entries, stored, own = encode_values(checkpoint["channel_values"], parent, serde)
     body: Body = {
         "kind": "checkpoint", "ns": ns, "id": checkpoint["id"], "parent": parent_id,
         "run": run if isinstance(run, str) else None,
@@ -171,10 +174,10 @@ def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMeta
         "values": entries,
     }
     node = "lg-c-" + _digest(body)
-    stored.update({channel: Stored(value, node) for channel, value in fresh.items()})
+    stored.update({channel: Stored(value, node) for channel, value in own.items()})
     where = f" in {ns!r}" if ns else ""
     content = (f"checkpoint {checkpoint['id']}{where}: step {metadata.get('step')}, "
-               f"{metadata.get('source')}; stored: {', '.join(fresh) or 'nothing new'}")
+               f"{metadata.get('source')}; stored: {', '.join(own) or 'nothing new'}")
     return _node(node, content, body), stored
 
 

@@ -7,7 +7,8 @@ values are private: they are never handed to a caller, who gets a :func:`fresh`
 copy instead, so a graph that mutates what ``get_tuple`` returned (appends to the
 list, sets a message's field, edits a message's ``tool_calls``) changes its copy
 only, and the next read, and the next ``put``'s comparison with the parent, still
-see what was stored.
+see what was stored. A ``put`` keeps :func:`fresh` copies of what it was given,
+for the same reason.
 """
 
 from __future__ import annotations

@@ -118,6 +118,35 @@ def test_editing_what_was_put_changes_nothing_a_child_is_compared_with(
         assert calls == [{"city": "Paris"}, {"city": "Rome"}]
 
 
+def test_the_latest_checkpoint_is_the_highest_id_still_visible(any_store_url: str) -> None:
+    # get_tuple without a checkpoint id, from a log the saver extends as it goes:
+    # the visible checkpoint of the highest id in the namespace, whatever order the
+    # checkpoints were put in, and the next one down once delete_for_runs hid it.
+    with memvault.open(any_store_url) as store:
+        saver = MemvaultSaver(store)
+
+        def put_in(ns: str, cid: str, run: str) -> None:
+            config, checkpoint, _, _ = args("t", cid, [f"h{cid}"])
+            config["configurable"]["checkpoint_ns"] = ns
+            saver.put(config, checkpoint, {"source": "loop", "step": int(cid), "run_id": run}, {})
+
+        def latest(ns: str = "") -> list[str | None]:
+            got = [s.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ns}})
+                   for s in (saver, MemvaultSaver(store))]  # and one that reads it all
+            return [t and t.config["configurable"]["checkpoint_id"] for t in got]
+
+        put_in("", "2", "run-a")
+        put_in("", "3", "run-b")
+        assert latest() == ["3", "3"]
+        put_in("", "1", "run-c")
+        put_in("sub", "0", "run-c")
+        assert latest() == ["3", "3"] and latest("sub") == ["0", "0"]
+        saver.delete_for_runs(["run-b"])
+        assert latest() == ["2", "2"]
+        saver.delete_for_runs(["run-a", "run-c"])
+        assert latest() == [None, None] and latest("sub") == [None, None]
+
+
 def test_delta_channel_seeds_are_copies_too(any_store_url: str) -> None:
     with memvault.open(any_store_url) as store:
         saver = MemvaultSaver(store)

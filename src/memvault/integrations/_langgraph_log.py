@@ -246,6 +246,7 @@ class ThreadLog:
         self.first: Grown[tuple[str, str], str] = Grown()  # (ns, checkpoint id) -> node
         self.writes: Grown[tuple[str, str], list[Body]] = Grown()
         self.hidden: frozenset[str] = frozenset()
+        self.newest: dict[str, str] = {}  # ns -> its visible node of the highest checkpoint id
         self.broken: Grown[tuple[str, str], str] = Grown()  # (node, channel) -> why unreadable
         self._load(chain)
 
@@ -254,7 +255,8 @@ class ThreadLog:
         log = ThreadLog.__new__(ThreadLog)
         log.__dict__ = {**self.__dict__, "stamp": stamp, "nodes": self.nodes.copy(),
                         "depth": self.depth.copy(), "first": self.first.copy(),
-                        "writes": self.writes.copy(), "broken": self.broken.copy()}
+                        "writes": self.writes.copy(), "broken": self.broken.copy(),
+                        "newest": self.newest.copy()}
         log._load(newer)
         return log
 
@@ -277,16 +279,19 @@ class ThreadLog:
             key = (str(body["ns"]), str(body["id"]))
             self._check_refs(node, body["values"])
             self.nodes[node] = body
-            self.first.setdefault(key, node)
+            if self.first.setdefault(key, node) == node:  # a new node is never hidden
+                self._consider(key, node)
         elif kind == "writes":
             key = (str(body["ns"]), str(body["cp"]))
             self.writes[key] = [*self.writes.get(key, ()), body]  # lists may be shared
         elif kind == "prune":
             keep = set(body["keep"])
             self.hidden = self.hidden | {n for n in self.nodes if n not in keep}
+            self._renew()
         elif kind == "forget_runs":
             runs = set(body["runs"])
             self.hidden = self.hidden | {n for n, b in self.nodes.items() if b.get("run") in runs}
+            self._renew()
         else:
             raise ValueError(f"unknown kind {kind!r}")
 
@@ -303,13 +308,26 @@ class ThreadLog:
             elif (str(ref), channel) in self.broken:
                 self.broken[(node, channel)] = self.broken[(str(ref), channel)]
 
+    def _consider(self, key: tuple[str, str], node: str) -> None:
+        """Keep ``newest`` up to date with the visible checkpoint ``key`` at ``node``."""
+        ns, checkpoint_id = key
+        newest = self.newest.get(ns)
+        if newest is None or str(self.nodes[newest]["id"]) < checkpoint_id:
+            self.newest[ns] = node
+
+    def _renew(self) -> None:
+        """Make ``newest`` again after a marker hid checkpoints (rare: not incremental)."""
+        self.newest = {}
+        for key, node in self.first.items():
+            if node not in self.hidden:
+                self._consider(key, node)
+
     def find(self, ns: str, checkpoint_id: str | None) -> str | None:
         """The visible node of a checkpoint, or of the newest one of ``ns`` if no id."""
-        if checkpoint_id is not None:
-            node = self.first.get((ns, checkpoint_id))
-            return node if node is not None and node not in self.hidden else None
-        listed = self.listed(ns)
-        return listed[0] if listed else None
+        if checkpoint_id is None:
+            return self.newest.get(ns)
+        node = self.first.get((ns, checkpoint_id))
+        return node if node is not None and node not in self.hidden else None
 
     def listed(self, ns: str | None) -> list[str]:
         """Visible checkpoint nodes (of ``ns``, or all), newest checkpoint id first."""

@@ -198,14 +198,17 @@ def bench_append(s: Stores, calls: int, warmup: int, runs: int) -> Comparison:
 
 
 def targets(cmps: dict[str, Comparison]) -> list[str]:
-    """ISSUE-3's targets, each with the measured figure."""
+    """The targets, each with the measured figure: issue 16's "within 1.3x of raw and
+    faster than every peer" for append (it replaced issue 3's 1.5x and "3x faster than
+    each peer": raw redis-py itself is under 3x faster than langchain's four round
+    trips), issue 3's for the rest."""
     out = []
     if "append" in cmps:
         a = cmps["append"]
-        out.append(at_most("append: memvault <= 1.5x raw redis-py", a, MEMVAULT, RAW, 1.5))
+        out.append(at_most("append: memvault <= 1.3x raw redis-py", a, MEMVAULT, RAW, 1.3))
         for mine, peer in ((MEMVAULT, AGENTS), (MV_ASYNC, AGENTS), (MEMVAULT, LANGCHAIN)):
-            out.append(at_least_faster(f"append: {mine} >= 3x faster than {peer}", a,
-                                       ("", mine), ("", peer), 3))
+            out.append(at_least_faster(f"append: {mine} faster than {peer}", a,
+                                       ("", mine), ("", peer), 1))
     if "history" in cmps:
         h = cmps["history"]
         for g in (SMALL, BIG):

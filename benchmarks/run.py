@@ -17,7 +17,8 @@ command exits non-zero and names it. Before anything runs, the services the chos
 benchmarks need are checked, and a missing one stops the run with the URL it tried.
 Every temporary file lives in one folder removed at the end (Ctrl-C included); the
 benchmarks delete their own keys and schemas. At the end, ``peers.py`` gathers the
-per-backend benchmarks' figures into ``peers.md``: memvault against raw and every peer.
+per-backend benchmarks' figures into ``peers.md``: memvault against raw and every peer,
+and ``index.md`` lists each benchmark's last run (a run of a few keeps the other rows).
 
 To add a benchmark, add one :class:`Entry` to ``BENCHMARKS``. Its arguments may name
 ``{redis_url}``, ``{pg_url}`` (the services), ``{tmp}`` (this run's temporary folder),
@@ -315,18 +316,32 @@ def run_all(entries: Sequence[Entry], quick: bool, context: dict[str, str], out:
     return outcomes
 
 
-def summary(outcomes: Sequence[Outcome], quick: bool, load_start: str) -> str:
-    """``reports/index.md``: what ran, how long, how it ended, and the load."""
-    lines = [f"# Benchmark run ({'quick' if quick else 'full'} mode)", "",
-             f"- started with load average {load_start}; ended with {load()}",
-             f"- total: {sum(o.seconds for o in outcomes):.0f} s", "",
-             "| benchmark | seconds | result | report | command |", "|---|---:|---|---|---|"]
+HEADER = ["| benchmark | run | seconds | result | report | command |",
+          "|---|---|---:|---|---|---|"]
+
+
+def summary(outcomes: Sequence[Outcome], quick: bool, load_start: str, started: str,
+            previous: str = "") -> str:
+    """``reports/index.md``: each benchmark's row from the run that last ran it (when,
+    which mode, the load at start and end, how long, how it ended). A run of a few
+    (``--only``) replaces their rows and keeps the others from ``previous``."""
+    run = f"{started}, {'quick' if quick else 'full'}, load {load_start} → {load()}"
+    rows = {}
+    for line in previous.splitlines():  # rows in today's layout only (six cells)
+        cells = line.split(" | ")
+        if line.startswith("| ") and len(cells) == 6 and line not in HEADER:
+            rows[cells[0][2:]] = line
     for o in outcomes:
         args = o.entry.quick if quick else o.entry.full
         shown = shlex.join(["python", f"benchmarks/{o.entry.script}", *args])
-        lines.append(f"| {o.entry.name} | {o.seconds:.0f} | "
-                     f"{'ok' if o.code == 0 else f'failed ({o.code})'} | "
-                     f"[{o.entry.name}.md]({o.entry.name}.md) | `{shown}` |")
+        rows[o.entry.name] = (f"| {o.entry.name} | {run} | {o.seconds:.0f} | "
+                              f"{'ok' if o.code == 0 else f'failed ({o.code})'} | "
+                              f"[{o.entry.name}.md]({o.entry.name}.md) | `{shown}` |")
+    order = [e.name for e in BENCHMARKS] + sorted(set(rows) - {e.name for e in BENCHMARKS})
+    lines = ["# Benchmark runs", "",
+             "Each row comes from the last run of its benchmark (`run`: when it started, in "
+             "UTC, its mode, and the load average at its start and end).", "",
+             *HEADER, *(rows[name] for name in order if name in rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -339,7 +354,8 @@ def shown(path: Path) -> str:
 
 
 def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    """The load average over the last minute."""
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def interrupted(signum: int, frame: object) -> None:
@@ -379,11 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else REPORTS / "quick" if args.quick else REPORTS
     out.mkdir(parents=True, exist_ok=True)
     load_start = load()
+    started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="memvault-bench-") as tmp:
         context = {"redis_url": args.redis_url, "pg_url": args.pg_url, "tmp": tmp,
                    "reports": str(out)}
         outcomes = run_all(entries, args.quick, context, out, args.timeout)
-    index = summary(outcomes, args.quick, load_start)
+    before = out / "index.md"
+    index = summary(outcomes, args.quick, load_start, started,
+                    before.read_text(encoding="utf-8") if before.exists() else "")
     if peers.write(out):
         index += "\nmemvault against raw and peers, every backend: [peers.md](peers.md)\n"
     (out / "index.md").write_text(index, encoding="utf-8")

@@ -51,6 +51,16 @@ from memvault.urls import open_backend, redact, resolve
 from memvault.vectors import Index, depth, reclaim, request, stores_vectors, vector_store
 
 _HOST = socket.gethostname()
+_writer = f"{_HOST}:{os.getpid()}"
+"""The default writer label, ``host:pid``; made once per process (every write reads it)."""
+
+
+def _forked() -> None:
+    global _writer
+    _writer = f"{_HOST}:{os.getpid()}"
+
+
+os.register_at_fork(after_in_child=_forked)
 MAX_TTL = 100 * 365.25 * 86400
 """The longest ttl (100 years, in seconds): any later expiry could not be shown as a date."""
 
@@ -93,7 +103,7 @@ class Options:
 
     def write(self) -> Write:
         """The context of one write: writer label, time, TTL."""
-        return Write(self.writer or f"{_HOST}:{os.getpid()}", time.time(), self.ttl)
+        return Write(self.writer or _writer, time.time(), self.ttl)
 
     @staticmethod
     def now() -> float:

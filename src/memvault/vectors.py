@@ -158,7 +158,7 @@ class Index:
                 for t, row in zip(texts, matrix, strict=True)]
 
     def attach(self, records: Sequence[Record], texts: list[str], raw: Any) -> list[Record]:
-        return [replace(r, vector=entry)
+        return [r._replace(vector=entry)
                 for r, entry in zip(records, self.entries(texts, raw), strict=True)]
 
     # Searches: the docs of the full views, the keys to read, then the texts to embed.

@@ -38,7 +38,7 @@ class MemoryContract:
         if isinstance(body, bytes):
             pytest.skip("memory:// keeps bodies as str")
         session, node = self._at(store, session_id, depth)
-        session.nodes[node.node] = dataclasses.replace(node, body=body)
+        session.nodes[node.node] = node._replace(body=body)
 
     def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
         if kind not in (*CHAIN_DAMAGE, "summary", *SNAPSHOT_FIELDS):
@@ -57,7 +57,7 @@ class MemoryContract:
         if kind == "missing":
             del session.nodes[node.node]
         else:
-            session.nodes[node.node] = dataclasses.replace(node, parent=node.node)
+            session.nodes[node.node] = node._replace(parent=node.node)
 
 
 class TestMemory(MemoryContract, StoreContract):

@@ -25,6 +25,24 @@ def test_quick_run_of_one_benchmark_writes_its_report_and_the_index(tmp_path: Pa
     assert "| summaries-sqlite |" in index and "| ok |" in index
 
 
+def test_a_run_of_a_few_keeps_the_other_benchmarks_rows_in_the_index(
+        tmp_path: Path) -> None:
+    """Failing: ``--only`` rewrote index.md with the benchmarks it ran alone, so one
+    rerun dropped every other report from the index."""
+    kept = ("| bigstore | 2026-11-23 23:23, full, load 12.82 → 16.47 | 2524 | ok | "
+            "[bigstore.md](bigstore.md) | `python benchmarks/bench_bigstore.py` |")
+    (tmp_path / "index.md").write_text(f"# Benchmark runs\n\n{kept}\n", encoding="utf-8")
+    for _ in range(2):
+        done = run("--quick", "--only", "summaries-sqlite", "--out", str(tmp_path))
+        assert done.returncode == 0, done.stderr
+    rows = [line for line in (tmp_path / "index.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| ") and "---" not in line]
+    assert rows[0].startswith("| benchmark | run |")
+    assert rows[2] == kept  # registry order: summaries-sqlite comes first
+    assert rows[1].startswith("| summaries-sqlite | ") and ", quick, load " in rows[1]
+    assert len(rows) == 3
+
+
 def test_a_missing_service_stops_the_run_before_anything_runs(tmp_path: Path) -> None:
     done = run("--quick", "--only", "redis", "search-sqlite", "--out", str(tmp_path),
                "--redis-url", "redis://127.0.0.1:1/0")

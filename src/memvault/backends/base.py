@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from memvault.messages import Record
 from memvault.model import COMPACT_BATCH, CompactStats, Event, Progress, SessionInfo, Snapshot
@@ -54,9 +54,9 @@ class Match:
         return self.position is None
 
 
-@dataclass(frozen=True)
-class Write:
-    """Who writes, and when: the context of every write operation."""
+class Write(NamedTuple):
+    """Who writes, and when: the context of every write operation (a named tuple:
+    every write makes one)."""
 
     writer: str
     now: float

@@ -91,6 +91,62 @@ def test_mutating_what_get_tuple_returned_changes_nothing_stored(any_store_url: 
         assert read(MemvaultSaver(store), "t", "3") == mutated  # nothing remembered
 
 
+def test_editing_what_was_put_changes_nothing_a_child_is_compared_with(
+        any_store_url: str) -> None:
+    # A put keeps copies of what it was given, not decodings and not the objects:
+    # a graph that edits its list or its messages after the put and puts a child
+    # must find that child stored as it gave it, whole where the parent differs.
+    with memvault.open(any_store_url) as store:
+        saver = MemvaultSaver(store)
+        given = [message("h1")]
+        put(saver, "t", "1", [], messages=given)  # stored whole
+        given[0].content = "h1, edited"
+        given.append(message("ai1"))
+        put(saver, "t", "2", [], parent="1", messages=given)  # differs from "1": whole
+        given = [*given, message("ai2")]
+        put(saver, "t", "3", [], parent="2", messages=given)  # extends "2"
+        given[2].tool_calls[0]["args"]["city"] = "Rome"
+        put(saver, "t", "4", [], parent="3", messages=[*given, message("h3")])
+        reader = MemvaultSaver(store)
+        assert texts(read(reader, "t", "1")) == ["h1"]
+        assert texts(read(reader, "t", "2")) == ["h1, edited", "ai1"]
+        third, fourth = read(reader, "t", "3"), read(reader, "t", "4")
+        assert third is not None and fourth is not None
+        assert texts(fourth) == ["h1, edited", "ai1", "ai2", "h3"]
+        assert read(saver, "t", "4") == fourth
+        calls = [m.tool_calls[0]["args"] for m in (third[2], fourth[2]) if isinstance(m, AIMessage)]
+        assert calls == [{"city": "Paris"}, {"city": "Rome"}]
+
+
+def test_the_latest_checkpoint_is_the_highest_id_still_visible(any_store_url: str) -> None:
+    # get_tuple without a checkpoint id, from a log the saver extends as it goes:
+    # the visible checkpoint of the highest id in the namespace, whatever order the
+    # checkpoints were put in, and the next one down once delete_for_runs hid it.
+    with memvault.open(any_store_url) as store:
+        saver = MemvaultSaver(store)
+
+        def put_in(ns: str, cid: str, run: str) -> None:
+            config, checkpoint, _, _ = args("t", cid, [f"h{cid}"])
+            config["configurable"]["checkpoint_ns"] = ns
+            saver.put(config, checkpoint, {"source": "loop", "step": int(cid), "run_id": run}, {})
+
+        def latest(ns: str = "") -> list[str | None]:
+            got = [s.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ns}})
+                   for s in (saver, MemvaultSaver(store))]  # and one that reads it all
+            return [t and t.config["configurable"]["checkpoint_id"] for t in got]
+
+        put_in("", "2", "run-a")
+        put_in("", "3", "run-b")
+        assert latest() == ["3", "3"]
+        put_in("", "1", "run-c")
+        put_in("sub", "0", "run-c")
+        assert latest() == ["3", "3"] and latest("sub") == ["0", "0"]
+        saver.delete_for_runs(["run-b"])
+        assert latest() == ["2", "2"]
+        saver.delete_for_runs(["run-a", "run-c"])
+        assert latest() == [None, None] and latest("sub") == [None, None]
+
+
 def test_delta_channel_seeds_are_copies_too(any_store_url: str) -> None:
     with memvault.open(any_store_url) as store:
         saver = MemvaultSaver(store)

@@ -3,7 +3,8 @@
 300 turns of a MessagesState graph on SQLite: the store's bytes (compacted with
 VACUUM INTO, so free pages do not count) at 300 turns are at most 2.2 times those
 at 150 turns, and at most a tenth of what LangGraph's SqliteSaver stores for the
-same run (it stores the whole ``messages`` list again at each step).
+same run (it stores the whole ``messages`` list again at each step). And a node's
+id, which makes a retried write a no-op, hashes its body as it always did.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from memvault.integrations._langgraph_log import _digest
 from memvault.integrations.langgraph import MemvaultSaver
 from tests.support.langgraph_graphs import echo_graph
 
@@ -54,3 +56,14 @@ def test_300_turns_grow_linearly_and_take_a_tenth_of_sqlite_saver(tmp_path: Path
     assert mine[TURNS] / mine[TURNS // 2] <= 2.2, mine
     assert other[TURNS] / other[TURNS // 2] > 3, other  # quadratic: what this is about
     assert mine[TURNS] * 10 <= other[TURNS], (mine, other)
+
+
+def test_a_node_id_hashes_its_body_as_it_always_did() -> None:
+    # Node ids make retries idempotent across versions of memvault: the same body
+    # must give the same id (sha256 of json.dumps([body], sort_keys=True), 48 hex).
+    body = {"kind": "checkpoint", "ns": 'sub:é "q"', "id": "1f0c-01", "parent": None,
+            "run": "run-1", "checkpoint": {"t": "msgpack", "b": "QUJD"},
+            "metadata": {"t": "msgpack", "b": "REVG"},
+            "values": {"messages": {"ext": "lg-c-0", "n": 2, "t": "msgpack", "b": "R0hJ"},
+                       "count": {"at": "lg-c-0"}, "blob": {"t": "bytes", "b": ""}}}
+    assert _digest(body) == "fa0263264f43585e9b95a4338d415bb6b25144ce40b13bc9"

@@ -72,7 +72,8 @@ def session_id(thread_id: str) -> str:
     return PREFIX + str(thread_id)
 
 
-_SORTED = json.JSONEncoder(sort_keys=True)  # json.dumps(sort_keys=True), made once
+# json.dumps(sort_keys=True), made once; a body has no cycles to look for
+_SORTED = json.JSONEncoder(sort_keys=True, check_circular=False)
 
 
 def _digest(*parts: Any) -> str:
@@ -109,13 +110,19 @@ def _same(a: Any, b: Any) -> bool:
 
 def _extends(old: Any, new: Any) -> bool:
     """``new`` is the list ``old`` followed by more items (same types, equal items)."""
-    return (type(old) is list and type(new) is list and len(old) < len(new)
-            and all(_same(x, y) for x, y in zip(old, new, strict=False)))
+    if type(old) is not list or type(new) is not list or len(old) >= len(new):
+        return False
+    for x, y in zip(old, new, strict=False):  # a loop: cheaper than all() of a generator
+        if not _same(x, y):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
 class Stored:
-    """One stored channel value: the value (a private copy) and the node holding it."""
+    """One stored channel value and the node holding it. ``value`` is private: a
+    decoded value (read) or a :func:`fresh` copy of what a put was given, kept to
+    compare a child's value with, never handed out."""
 
     value: Any
     node: str
@@ -127,25 +134,26 @@ def encode_values(values: Mapping[str, Any], parent: Mapping[str, Stored],
 
     ``parent`` is what the parent checkpoint stores per channel (empty if none is
     known). Returns the entries, the channels shared with the parent (what it
-    stores), and private copies of the values this node stores itself.
+    stores), and private copies of the values this node stores itself: copies, not
+    decodings of the entries, which only a read needs (a value equal to its
+    encoding's decoding compares with a child as that decoding does).
     """
     entries: Body = {}
     shared: dict[str, Stored] = {}
-    fresh: dict[str, Any] = {}
+    own: dict[str, Any] = {}
     for channel, value in values.items():
         old = parent.get(channel)
         if old is not None and _same(old.value, value):
             entries[channel] = {"at": old.node}
             shared[channel] = old
         elif old is not None and _extends(old.value, value):
-            typed = serde.dumps_typed(value[len(old.value):])
-            entries[channel] = {"ext": old.node, "n": len(old.value), **pack(typed)}
-            fresh[channel] = old.value + serde.loads_typed(typed)
+            n = len(old.value)
+            entries[channel] = {"ext": old.node, "n": n, **pack(serde.dumps_typed(value[n:]))}
+            own[channel] = old.value + fresh(value[n:])
         else:
-            typed = serde.dumps_typed(value)
-            entries[channel] = pack(typed)
-            fresh[channel] = serde.loads_typed(typed)
-    return entries, shared, fresh
+            entries[channel] = pack(serde.dumps_typed(value))
+            own[channel] = fresh(value)
+    return entries, shared, own
 
 
 def _node(node: str, content: str, body: Body) -> Message:
@@ -162,7 +170,7 @@ def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMeta
     """The node that stores ``checkpoint``, and what it stores per channel."""
     skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     run = metadata.get("run_id")
-    entries, stored, fresh = encode_values(checkpoint["channel_values"], parent, serde)
+    entries, stored, own = encode_values(checkpoint["channel_values"], parent, serde)
     body: Body = {
         "kind": "checkpoint", "ns": ns, "id": checkpoint["id"], "parent": parent_id,
         "run": run if isinstance(run, str) else None,
@@ -171,10 +179,10 @@ def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMeta
         "values": entries,
     }
     node = "lg-c-" + _digest(body)
-    stored.update({channel: Stored(value, node) for channel, value in fresh.items()})
+    stored.update({channel: Stored(value, node) for channel, value in own.items()})
     where = f" in {ns!r}" if ns else ""
     content = (f"checkpoint {checkpoint['id']}{where}: step {metadata.get('step')}, "
-               f"{metadata.get('source')}; stored: {', '.join(fresh) or 'nothing new'}")
+               f"{metadata.get('source')}; stored: {', '.join(own) or 'nothing new'}")
     return _node(node, content, body), stored
 
 
@@ -243,6 +251,7 @@ class ThreadLog:
         self.first: Grown[tuple[str, str], str] = Grown()  # (ns, checkpoint id) -> node
         self.writes: Grown[tuple[str, str], list[Body]] = Grown()
         self.hidden: frozenset[str] = frozenset()
+        self.newest: dict[str, str] = {}  # ns -> its visible node of the highest checkpoint id
         self.broken: Grown[tuple[str, str], str] = Grown()  # (node, channel) -> why unreadable
         self._load(chain)
 
@@ -251,7 +260,8 @@ class ThreadLog:
         log = ThreadLog.__new__(ThreadLog)
         log.__dict__ = {**self.__dict__, "stamp": stamp, "nodes": self.nodes.copy(),
                         "depth": self.depth.copy(), "first": self.first.copy(),
-                        "writes": self.writes.copy(), "broken": self.broken.copy()}
+                        "writes": self.writes.copy(), "broken": self.broken.copy(),
+                        "newest": self.newest.copy()}
         log._load(newer)
         return log
 
@@ -274,16 +284,19 @@ class ThreadLog:
             key = (str(body["ns"]), str(body["id"]))
             self._check_refs(node, body["values"])
             self.nodes[node] = body
-            self.first.setdefault(key, node)
+            if self.first.setdefault(key, node) == node:  # a new node is never hidden
+                self._consider(key, node)
         elif kind == "writes":
             key = (str(body["ns"]), str(body["cp"]))
             self.writes[key] = [*self.writes.get(key, ()), body]  # lists may be shared
         elif kind == "prune":
             keep = set(body["keep"])
             self.hidden = self.hidden | {n for n in self.nodes if n not in keep}
+            self._renew()
         elif kind == "forget_runs":
             runs = set(body["runs"])
             self.hidden = self.hidden | {n for n, b in self.nodes.items() if b.get("run") in runs}
+            self._renew()
         else:
             raise ValueError(f"unknown kind {kind!r}")
 
@@ -300,13 +313,26 @@ class ThreadLog:
             elif (str(ref), channel) in self.broken:
                 self.broken[(node, channel)] = self.broken[(str(ref), channel)]
 
+    def _consider(self, key: tuple[str, str], node: str) -> None:
+        """Keep ``newest`` up to date with the visible checkpoint ``key`` at ``node``."""
+        ns, checkpoint_id = key
+        newest = self.newest.get(ns)
+        if newest is None or str(self.nodes[newest]["id"]) < checkpoint_id:
+            self.newest[ns] = node
+
+    def _renew(self) -> None:
+        """Make ``newest`` again after a marker hid checkpoints (rare: not incremental)."""
+        self.newest = {}
+        for key, node in self.first.items():
+            if node not in self.hidden:
+                self._consider(key, node)
+
     def find(self, ns: str, checkpoint_id: str | None) -> str | None:
         """The visible node of a checkpoint, or of the newest one of ``ns`` if no id."""
-        if checkpoint_id is not None:
-            node = self.first.get((ns, checkpoint_id))
-            return node if node is not None and node not in self.hidden else None
-        listed = self.listed(ns)
-        return listed[0] if listed else None
+        if checkpoint_id is None:
+            return self.newest.get(ns)
+        node = self.first.get((ns, checkpoint_id))
+        return node if node is not None and node not in self.hidden else None
 
     def listed(self, ns: str | None) -> list[str]:
         """Visible checkpoint nodes (of ``ns``, or all), newest checkpoint id first."""

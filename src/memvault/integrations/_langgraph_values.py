@@ -7,7 +7,8 @@ values are private: they are never handed to a caller, who gets a :func:`fresh`
 copy instead, so a graph that mutates what ``get_tuple`` returned (appends to the
 list, sets a message's field, edits a message's ``tool_calls``) changes its copy
 only, and the next read, and the next ``put``'s comparison with the parent, still
-see what was stored.
+see what was stored. A ``put`` keeps :func:`fresh` copies of what it was given,
+for the same reason.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ V = TypeVar("V")
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})  # immutable: shared
 _models: dict[type, bool] = {}  # type -> is a pydantic model (isinstance is slow on them)
-_set = object.__setattr__
+# A pydantic model's slots, set through their descriptors (cheaper than setattr)
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[slot].__set__ for slot in (
+        "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
 class Lru:
@@ -153,9 +157,9 @@ def fresh(value: Any) -> Any:
             fields[name] = {} if of is dict else []
         else:
             fields[name] = fresh(x)
-    _set(new, "__dict__", fields)
-    _set(new, "__pydantic_fields_set__", set(value.__pydantic_fields_set__))
+    _set_dict(new, fields)
+    _set_fields_set(new, set(value.__pydantic_fields_set__))
     extra, private = value.__pydantic_extra__, value.__pydantic_private__
-    _set(new, "__pydantic_extra__", extra if extra is None else fresh(extra) if extra else {})
-    _set(new, "__pydantic_private__", private if private is None else fresh(private))
+    _set_extra(new, extra if extra is None else fresh(extra) if extra else {})
+    _set_private(new, private if private is None else fresh(private))
     return new

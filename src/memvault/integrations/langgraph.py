@@ -257,7 +257,10 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         node = log.find(ns, get_checkpoint_id(config))
         if node is None:
             return None
-        # A child is put next, most likely: its encoding compares with these values.
+        # A child is put next, most likely: its encoding compares with these values,
+        # the decoded ones whose copies tuple() hands out, even if the put cache holds
+        # copies of what was put: the child's items share their fields with them, and
+        # they are in the CPU's caches (on a long thread, the put's copies compare slower).
         self._cache.put((log.session, ns, str(log.nodes[node]["id"])), (node, log.stored(node)))
         return log.tuple(node)
 
@@ -311,10 +314,9 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
                                                  self.serde)
             version = yield _Append(session, message)
         self._appended(session, message, version)
+        # A child compares with the copies in stored; the node's values are decoded
+        # only if it is read.
         self._cache.put((session, ns, checkpoint["id"]), (message.id, stored))
-        for channel, value in stored.items():
-            if value.node == message.id:  # the channels this node stores itself
-                self._values.put((session, message.id, channel), value.value)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 

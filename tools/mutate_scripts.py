@@ -406,13 +406,11 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
        for file, line in (
            ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base"),
            ("redis_lua/read.lua", "if summary ~= 0 and through > base then")))),
-    *(("redis_lua/read.lua", f"for i = 1, count do (occurrence {k})", 8, "0",
-       f"{where} also runs for i = 0: depths[0] and bodies[0] are never set (chain(), "
-       f"newest() and hmget() fill 1 to count), so it assigns nil to {what}, which "
-       "stores nothing") for k, where, what in (
-           (1, "stored()'s loop", "reply[-1] and reply[0]"),
-           (2, "the full view's loop", "reply[#reply + 1] and reply[#reply + 2] (and "
-            "at[nil] reads nil)"))),
+    ("redis_lua/read.lua", "for i = 1, count do (occurrence 1)", 8, "0",
+     "the full view's loop also runs for i = 0: depths[0] and bodies[0] are never set "
+     "(chain(), newest() and hmget() fill 1 to count), so it assigns nil to "
+     "reply[#reply + 1] and reply[#reply + 2] (and at[nil] reads nil), which stores "
+     "nothing"),
     ("redis_lua/write.lua", "run = 1, summary = 0, through = 0, new = true}", 6, "0",
      "a new session's run starting at node 0 instead of 1: newest() takes the run's "
      "shortcut when head - run + 1 >= count, and count <= depth <= head (node ids "

@@ -41,6 +41,37 @@ def test_damaged_message_names_session_and_depth(face: str, damage: str) -> None
         store.close()
 
 
+@pytest.mark.parametrize("face", ["sync", "async"])
+@pytest.mark.parametrize(("node", "depth"), [(5, 2), (3, 3), (4, 4)])
+def test_damage_behind_a_summary_names_its_depth(face: str, node: int, depth: int) -> None:
+    """The history script sends the depth of its first message only (the others follow
+    one level apart); with a summary in front, the summary's depth is its through. A
+    message deleted by hand is named at its own depth in the context view, in the
+    full view and at an earlier version; the view around it still reads."""
+    url = flushed()
+    store = Opener(url, face)()  # type: ignore[arg-type]
+    try:
+        s = store.session("s")
+        s.append([Message.user(f"m{i}", id=f"m{i}") for i in range(4)])
+        s.summarize(Message.system("sum"), through="m1")  # node 5, through depth 2
+        client = raw_client(url)
+        try:
+            client.hdel(Layout("memvault").keys("s")[1], node)
+        finally:
+            client.close()
+        reads = [lambda: s.history(), lambda: s.history(last=3)]
+        if node != 5:  # the summary is in neither of these
+            reads += [lambda: s.history(full=True), lambda: s.history(at_version=1)]
+        for read in reads:
+            with pytest.raises(CorruptRecordError) as err:
+                read()
+            assert (err.value.session_id, err.value.depth) == ("s", depth)
+        if node != 4:
+            assert [m.content for m in s.history(last=1)] == ["m3"]
+    finally:
+        store.close()
+
+
 # Well-formed UTF-8 at each boundary of RFC 3629, and bytes Python refuses to decode
 # (overlong, a surrogate, beyond U+10FFFF, truncated, a stray continuation byte).
 _TEXT = ["\u0080\u07ff", "\u0800\ud7ff\ue000\uffff", "\U00010000\U0010ffff"]

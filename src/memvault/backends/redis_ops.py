@@ -277,17 +277,38 @@ def _stored(session_id: str, depth: int, body: bytes | None) -> Stored:
         raise not_utf8(session_id, depth) from exc
 
 
-def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
-    """The reply of history and chain: depth, message, depth, message, ...; or the
-    damage the script found."""
+def _undamaged(session_id: str, reply: list[Any]) -> list[Any]:
+    """A script's reply of messages, unless it reports damage: then that error."""
     damage = _corrupt(session_id, reply)
     if damage:
         raise damage
+    return reply
+
+
+def _stored_pairs(session_id: str, depths: Sequence[int], bodies: list[Any]) -> list[Stored]:
     try:
-        return [(depth, body.decode("utf-8"))
-                for depth, body in zip(reply[::2], reply[1::2], strict=True)]
+        return [(depth, body.decode("utf-8")) for depth, body in zip(depths, bodies, strict=True)]
     except (AttributeError, UnicodeDecodeError):  # a message missing or not UTF-8
-        return [_stored(session_id, reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+        return [_stored(session_id, depth, body)
+                for depth, body in zip(depths, bodies, strict=True)]
+
+
+def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
+    """The reply of history and chain: the first message's depth, then the messages,
+    oldest first, each one level above the one before (their depths are not sent: a
+    value a message fewer to build in Lua and to parse), [] for none; or the damage
+    the script found."""
+    if not _undamaged(session_id, reply):
+        return []
+    first, *bodies = reply
+    return _stored_pairs(session_id, range(first, first + len(bodies)), bodies)
+
+
+def _full_list(session_id: str, reply: list[Any]) -> list[Stored]:
+    """The reply of history(full=True): depth, message, depth, message, ... (a summary
+    has the depth of the message it was taken through); or the damage found."""
+    reply = _undamaged(session_id, reply)
+    return _stored_pairs(session_id, reply[::2], reply[1::2])
 
 
 def _info(session_id: str, reply: list[Any]) -> tuple[SessionInfo, tuple[float, float | None]]:
@@ -424,9 +445,11 @@ class Operations:
 
     def history(self, session_id: str, last: int | None, now: float,
                 full: bool = False) -> Op[list[Stored]]:
-        reply = yield self._read(session_id, "full" if full else "history", now, _none(last))
-        out = _stored_list(session_id, reply)
-        return out if not full or last is None else out[len(out) - min(last, len(out)):]
+        if not full:
+            return _stored_list(session_id, (yield self._read(session_id, "history", now,
+                                                              _none(last))))
+        out = _full_list(session_id, (yield self._read(session_id, "full", now, _none(last))))
+        return out if last is None else out[len(out) - min(last, len(out)):]
 
     def chain(self, session_id: str, head: int, base: int, last: int | None,
               now: float) -> Op[list[Stored] | None]:

@@ -80,13 +80,18 @@ end
 -- Lua's unpack() refuses a few thousand values: long argument lists go in slices.
 local SLICE = 500
 
--- HMGET of any number of fields; missing ones are false.
+-- HMGET of any number of fields; missing ones are false. The first slice's reply is
+-- the result table itself (most calls have one slice).
 local function hmget(key, fields)
   local out = {}
   for first = 1, #fields, SLICE do
     local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,
                                                                        #fields)))
-    for k = 1, #got do out[first + k - 1] = got[k] end
+    if first == 1 then
+      out = got
+    else
+      for k = 1, #got do out[first + k - 1] = got[k] end
+    end
   end
   return out
 end

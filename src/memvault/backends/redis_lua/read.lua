@@ -3,16 +3,13 @@
 local op, now = ARGV[1], tonumber(ARGV[2])
 local row = live(now)
 
--- The reply of history and chain: {depth, message, ...}, oldest first; or
--- {'corrupt', depth, 'chain'} where the chain walked is broken (bodies nil).
-local function stored(bodies, depths, count)
+-- The reply of history and chain: {depth of the first message, message, ...}, oldest
+-- first, each message one level above the one before (their depths are not sent), {}
+-- for none; or {'corrupt', depth, 'chain'} where the chain walked is broken (bodies nil).
+local function stored(bodies, depths)
   if not bodies then return {'corrupt', depths, 'chain'} end
-  local reply = {}
-  for i = 1, count do
-    reply[2 * i - 1] = depths[i]
-    reply[2 * i] = bodies[i]
-  end
-  return reply
+  if depths[1] then table.insert(bodies, 1, depths[1]) end
+  return bodies
 end
 
 -- `count`, at most `last` ('' for no limit), never below 0.
@@ -33,10 +30,11 @@ if op == 'history' then
   local above = row.depth - floor_of(row)
   local count = limit(above, ARGV[3])
   local bodies, depths = newest(row, count)
-  local reply = stored(bodies, depths, count)
+  local reply = stored(bodies, depths)
   if bodies and shows_summary(row) and (ARGV[3] == '' or tonumber(ARGV[3]) > above) then
-    table.insert(reply, 1, redis.call('HGET', MSGS, row.summary))
-    table.insert(reply, 1, row.through)
+    -- all `above` messages are shown: the first lies at through + 1
+    reply[1] = row.through
+    table.insert(reply, 2, redis.call('HGET', MSGS, row.summary))
   end
   return reply
 elseif op == 'full' then
@@ -51,7 +49,7 @@ elseif op == 'full' then
   end
   local count = row.depth - row.base
   local bodies, depths = newest(row, count)
-  if not bodies then return stored(bodies, depths, count) end
+  if not bodies then return stored(bodies, depths) end
   local reply = {}
   for i = 1, count do
     reply[#reply + 1], reply[#reply + 2] = depths[i], bodies[i]
@@ -71,7 +69,7 @@ elseif op == 'chain' then
   local _, depth = parse_link(at)
   local count = limit(depth - tonumber(ARGV[4]), ARGV[5])
   local bodies, depths = messages(head, depth, count, false)
-  return stored(bodies, depths, count)
+  return stored(bodies, depths)
 elseif op == 'info' then
   if not row then return false end
   local summarized = 0

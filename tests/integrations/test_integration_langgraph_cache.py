@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from pydantic import BaseModel, ConfigDict
 
 import memvault
-from memvault.integrations._langgraph_values import Grown
+from memvault.integrations._langgraph_values import Grown, fresh
 from memvault.integrations.langgraph import MemvaultSaver
 
 
@@ -343,3 +344,26 @@ def test_grown_copies_change_independently() -> None:
     assert grown[0] == -1 and grown.get(499) == 499 and 500 not in grown and 0 in grown
     assert grown.setdefault(1, 7) == 1 and grown.setdefault(500, 7) == 7 and grown[500] == 7
     assert copies[-1].get(500) is None and copies[0][0] == 0
+
+
+class Ambiguous:
+    """A value without a truth value, like a numpy array."""
+
+    def __bool__(self) -> bool:
+        raise ValueError("ambiguous")
+
+
+class Holder(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    value: Any
+    items: list[Any] = []
+
+
+def test_a_copy_never_asks_a_value_for_its_truth() -> None:
+    held = Holder(value=Ambiguous(), items=[Ambiguous()])
+    copied = fresh(held)
+    assert type(copied) is Holder and copied is not held
+    assert type(copied.value) is Ambiguous and copied.value is not held.value
+    assert type(copied.items[0]) is Ambiguous and copied.items[0] is not held.items[0]
+    assert copied.model_fields_set == held.model_fields_set
+    assert copied.model_fields_set is not held.model_fields_set

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, ItemsView, Iterator
+from collections.abc import Callable, Hashable, ItemsView, Iterable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
@@ -130,36 +130,56 @@ def fresh(value: Any) -> Any:
     thousands handed out at every ``get_tuple``.
     """
     kind = type(value)
-    if kind in _SCALARS:
-        return value
-    # Loops, not comprehensions: this runs for every field of every message.
-    if kind is list:
-        items = []
-        for x in value:
-            items.append(x if type(x) in _SCALARS else fresh(x))
-        return items
-    if kind is dict:
-        mapping = {}
-        for k, x in value.items():
-            mapping[k] = x if type(x) in _SCALARS else fresh(x)
-        return mapping
-    if kind is tuple:
-        return tuple([fresh(x) for x in value])
-    if not is_model(kind):
-        return copy.deepcopy(value)
-    new = object.__new__(kind)
+    return value if kind in _SCALARS else (_copies.get(kind) or _copy_of(kind))(value)
+
+
+# The copy of each type fresh() met: a look-up instead of a chain of type tests, in
+# loops, not comprehensions: these run for every field of every message.
+
+def _copy_of(kind: type) -> Callable[[Any], Any]:
+    copy_it = _copies[kind] = _model if is_model(kind) else copy.deepcopy
+    return copy_it
+
+
+def _list(value: Iterable[Any]) -> list[Any]:
+    items = []
+    for x in value:
+        kind = type(x)
+        items.append(x if kind in _SCALARS else (_copies.get(kind) or _copy_of(kind))(x))
+    return items
+
+
+def _dict(value: dict[Any, Any]) -> dict[Any, Any]:
+    mapping = {}
+    for k, x in value.items():
+        kind = type(x)
+        mapping[k] = x if kind in _SCALARS else (_copies.get(kind) or _copy_of(kind))(x)
+    return mapping
+
+
+def _tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(_list(value))
+
+
+def _model(value: BaseModel) -> BaseModel:
+    new = object.__new__(type(value))
     fields = value.__dict__.copy()  # most of a message's fields are immutable scalars
     for name, x in fields.items():
-        of = type(x)
-        if of in _SCALARS:
+        kind = type(x)
+        if kind in _SCALARS:
             continue
-        if not x and (of is dict or of is list):  # most of the others
-            fields[name] = {} if of is dict else []
+        if kind is dict:  # most of the others, and most of those empty
+            fields[name] = _dict(x) if x else {}
+        elif kind is list:
+            fields[name] = _list(x) if x else []
         else:
-            fields[name] = fresh(x)
+            fields[name] = (_copies.get(kind) or _copy_of(kind))(x)
     _set_dict(new, fields)
     _set_fields_set(new, set(value.__pydantic_fields_set__))
     extra, private = value.__pydantic_extra__, value.__pydantic_private__
     _set_extra(new, extra if extra is None else fresh(extra) if extra else {})
     _set_private(new, private if private is None else fresh(private))
     return new
+
+
+_copies: dict[type, Callable[[Any], Any]] = {list: _list, dict: _dict, tuple: _tuple}

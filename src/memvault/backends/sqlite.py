@@ -3,8 +3,8 @@
 WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so writers from any
 number of threads and processes are serialized by SQLite's own lock (waiting up to
 ``busy_timeout``). Reads run in a deferred transaction: one consistent snapshot.
-Each thread gets its own connection. The schema version lives in
-``PRAGMA user_version``; a file written by a newer memvault is refused.
+Each thread gets its own connection, closed when the thread ends. The schema version
+lives in ``PRAGMA user_version``; a file written by a newer memvault is refused.
 
 Durability: ``durability="full"`` (default) fsyncs the WAL on every commit, so an
 acknowledged write survives power loss; ``"normal"`` survives a process crash
@@ -21,6 +21,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -332,6 +333,20 @@ def _snapshot(session_id: str, r: Sequence[Any]) -> Snapshot:
 def _event(session_id: str, r: Sequence[Any]) -> Event:
     return decoded(session_id, f"the event of version {r[0]}", lambda: Event(
         r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json_object(r[8])))
+
+
+class _Closer:
+    """Kept in a thread's locals only: when the thread ends, it goes, and its
+    finalizer (:func:`_release`) closes the thread's connection."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _release(connections: set[sqlite3.Connection], lock: threading.Lock,
+             db: sqlite3.Connection) -> None:
+    with lock:
+        connections.discard(db)
+    db.close()
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -821,7 +836,7 @@ class SqliteBackend(IndexedEngine):
         self._synchronous = durability.upper()
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: set[sqlite3.Connection] = set()  # the connections of live threads
         self._lock = threading.Lock()
         self._closed = False
         self._migrate()
@@ -843,7 +858,13 @@ class SqliteBackend(IndexedEngine):
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
             raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         with self._lock:
-            self._all.append(db)
+            self._all.add(db)
+        # A thread's connection is closed when the thread ends (its locals go): a
+        # graph's executor makes new threads at every run, which would each leave one
+        # open until the store closes.
+        self._local.closer = _Closer()
+        weakref.finalize(self._local.closer, _release, self._all, self._lock,
+                         db).atexit = False  # at exit, the process's end closes them
         self._local.lagging = False  # read at every transaction: never missing
         # The statements of an append (BEGIN, the session read, the node rows, the
         # session update, the event, COMMIT) run on one cursor kept with the

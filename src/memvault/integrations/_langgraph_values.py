@@ -21,6 +21,8 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
+from memvault.messages import set_dict, set_extra, set_fields_set, set_private
+
 MISSING: Any = object()  # Lru.get's answer for a key it does not hold (None is a value)
 FOLD = 64  # the newer entries a Grown copies before it folds them into its base
 K = TypeVar("K", bound=Hashable)
@@ -28,10 +30,6 @@ V = TypeVar("V")
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})  # immutable: shared
 _models: dict[type, bool] = {}  # type -> is a pydantic model (isinstance is slow on them)
-# A pydantic model's slots, set through their descriptors (cheaper than setattr)
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[slot].__set__ for slot in (
-        "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
 class Lru:
@@ -174,11 +172,11 @@ def _model(value: BaseModel) -> BaseModel:
             fields[name] = _list(x) if x else []
         else:
             fields[name] = (_copies.get(kind) or _copy_of(kind))(x)
-    _set_dict(new, fields)
-    _set_fields_set(new, set(value.__pydantic_fields_set__))
+    set_dict(new, fields)
+    set_fields_set(new, set(value.__pydantic_fields_set__))
     extra, private = value.__pydantic_extra__, value.__pydantic_private__
-    _set_extra(new, extra if extra is None else fresh(extra) if extra else {})
-    _set_private(new, private if private is None else fresh(private))
+    set_extra(new, extra if extra is None else fresh(extra) if extra else {})
+    set_private(new, private if private is None else fresh(private))
     return new
 
 

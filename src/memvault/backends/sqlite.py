@@ -3,8 +3,9 @@
 WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so writers from any
 number of threads and processes are serialized by SQLite's own lock (waiting up to
 ``busy_timeout``). Reads run in a deferred transaction: one consistent snapshot.
-Each thread gets its own connection, closed when the thread ends. The schema version
-lives in ``PRAGMA user_version``; a file written by a newer memvault is refused.
+Each thread gets its own connection; when the thread ends, the next new thread gets it
+(a few are kept idle; others are closed). The schema version lives in
+``PRAGMA user_version``; a file written by a newer memvault is refused.
 
 Durability: ``durability="full"`` (default) fsyncs the WAL on every commit, so an
 acknowledged write survives power loss; ``"normal"`` survives a process crash
@@ -335,18 +336,62 @@ def _event(session_id: str, r: Sequence[Any]) -> Event:
         r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json_object(r[8])))
 
 
-class _Closer:
-    """Kept in a thread's locals only: when the thread ends, it goes, and its
-    finalizer (:func:`_release`) closes the thread's connection."""
+IDLE = 8  # the connections of ended threads a store keeps for the next new ones
+
+
+class _Connections:
+    """A store's connections: each lent to one thread until it ends, then kept idle
+    (up to :data:`IDLE`) for the next new thread. A graph's executor makes new threads
+    at every run: each would otherwise open a connection (0.2 ms, and its statements
+    compiled again), and keep it until the store closes. Idle connections are lent
+    only in the process that opened them (a fork's child opens its own)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.all: set[sqlite3.Connection] = set()  # lent or idle: close() closes them
+        self.idle: list[sqlite3.Connection] = []
+        self.pid = os.getpid()
+        self.closed = False
+
+    def take(self) -> sqlite3.Connection | None:
+        """An idle connection of this process, or None (open one and :meth:`add` it)."""
+        with self.lock:
+            if self.closed:
+                raise BackendUnavailableError("the store is closed")
+            if self.idle and self.pid == os.getpid():  # a fork's child opens its own
+                return self.idle.pop()
+            return None
+
+    def add(self, db: sqlite3.Connection) -> None:
+        with self.lock:
+            self.all.add(db)
+
+    def give_back(self, db: sqlite3.Connection) -> None:
+        """The finalizer of a thread's :class:`_Lease`: keep its connection idle, or
+        close it if the store is closed, enough are idle, or a transaction was left
+        open on it (a read abandoned half way)."""
+        with self.lock:
+            if (not self.closed and self.pid == os.getpid() and not db.in_transaction
+                    and len(self.idle) < IDLE):
+                self.idle.append(db)
+                return
+            self.all.discard(db)
+        db.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            for db in self.all:
+                db.close()
+            self.all.clear()
+            self.idle.clear()
+
+
+class _Lease:
+    """Kept in a thread's locals only: when the thread ends, it goes, and its finalizer
+    gives the thread's connection back (:meth:`_Connections.give_back`)."""
 
     __slots__ = ("__weakref__",)
-
-
-def _release(connections: set[sqlite3.Connection], lock: threading.Lock,
-             db: sqlite3.Connection) -> None:
-    with lock:
-        connections.discard(db)
-    db.close()
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -836,34 +881,30 @@ class SqliteBackend(IndexedEngine):
         self._synchronous = durability.upper()
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
-        self._all: set[sqlite3.Connection] = set()  # the connections of live threads
-        self._lock = threading.Lock()
-        self._closed = False
+        self._connections = _Connections()
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is not None:
             return db
-        if self._closed:
-            raise BackendUnavailableError("the store is closed")
-        try:
+        db = self._connections.take()
+        if db is None:
             try:
-                db = self._open(self._target)
-            except sqlite3.OperationalError as exc:
-                if not (self._read_only and exc.sqlite_errorcode == sqlite3.SQLITE_CANTOPEN):
-                    raise
-                self._target = self._immutable()
-                db = self._open(self._target)
-        except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
-            raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
-        with self._lock:
-            self._all.add(db)
-        # A thread's connection is closed when the thread ends (its locals go): a
-        # graph's executor makes new threads at every run, which would each leave one
-        # open until the store closes.
-        self._local.closer = _Closer()
-        weakref.finalize(self._local.closer, _release, self._all, self._lock,
+                try:
+                    db = self._open(self._target)
+                except sqlite3.OperationalError as exc:
+                    if not (self._read_only
+                            and exc.sqlite_errorcode == sqlite3.SQLITE_CANTOPEN):
+                        raise
+                    self._target = self._immutable()
+                    db = self._open(self._target)
+            except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
+                raise ConfigurationError(
+                    f"cannot open SQLite database {self.path!r}: {exc}") from exc
+            self._connections.add(db)
+        self._local.lease = _Lease()
+        weakref.finalize(self._local.lease, self._connections.give_back,
                          db).atexit = False  # at exit, the process's end closes them
         self._local.lagging = False  # read at every transaction: never missing
         # The statements of an append (BEGIN, the session read, the node rows, the
@@ -1075,11 +1116,7 @@ class SqliteBackend(IndexedEngine):
                  r[7]) for r in rows]
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            for db in self._all:
-                db.close()
-            self._all.clear()
+        self._connections.close()
         self._local = threading.local()
 
 

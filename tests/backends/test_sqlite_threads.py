@@ -148,3 +148,38 @@ def test_a_forked_child_opens_its_own_connection(
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert [m.content for m in session.history()] == ["parent", "child"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not Path("/proc/self/fd").is_dir(),
+                    reason="needs fork and /proc")
+def test_a_forked_child_leaves_the_parents_connections_open(tmp_path: Path) -> None:
+    """In a forked child, the threads that ran in the parent are gone and their locals
+    with them: the connections they held are the parent's, and the child must not
+    close them (SQLite: a connection must not be used across a fork; closing one
+    releases the child's locks on the file and may checkpoint the parent's WAL)."""
+    path = tmp_path / "c.db"
+    with memvault.open(f"sqlite:///{path}") as store:
+        session = store.session("s")
+        started, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            session.info()
+            started.set()
+            done.wait()
+        holder = threading.Thread(target=hold)
+        holder.start()
+        started.wait()
+        at_fork = open_files(path)
+        pid = os.fork()
+        if pid == 0:  # the child: the holder thread is not here
+            code = 1
+            try:
+                import gc
+                gc.collect()
+                code = 0 if open_files(path) == at_fork else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        done.set()
+        holder.join()
+        assert os.waitstatus_to_exitcode(status) == 0

@@ -337,6 +337,7 @@ def _event(session_id: str, r: Sequence[Any]) -> Event:
 
 
 IDLE = 8  # the connections of ended threads a store keeps for the next new ones
+_INHERITED: list[sqlite3.Connection] = []  # a fork's child: the parent's, never closed
 
 
 class _Connections:
@@ -369,10 +370,14 @@ class _Connections:
     def give_back(self, db: sqlite3.Connection) -> None:
         """The finalizer of a thread's :class:`_Lease`: keep its connection idle, or
         close it if the store is closed, enough are idle, or a transaction was left
-        open on it (a read abandoned half way)."""
+        open on it (a read abandoned half way). In a fork's child (where the parent's
+        threads' locals go at the fork) it stays referenced and open: it is the
+        parent's, and closing it would drop the child's locks on the file."""
         with self.lock:
-            if (not self.closed and self.pid == os.getpid() and not db.in_transaction
-                    and len(self.idle) < IDLE):
+            if self.pid != os.getpid():
+                _INHERITED.append(db)
+                return
+            if not self.closed and not db.in_transaction and len(self.idle) < IDLE:
                 self.idle.append(db)
                 return
             self.all.discard(db)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,28 @@ def open_files(path: Path) -> int:
     fds = Path("/proc/self/fd")
     return sum(1 for fd in fds.iterdir()
                if os.path.realpath(fd).startswith(str(path.resolve())))
+
+
+@contextmanager
+def holding(session: memvault.Session, threads: int = 1) -> Iterator[None]:
+    """``threads`` threads at once, each holding its connection (it has read) until
+    the block ends."""
+    started, done = threading.Barrier(threads + 1), threading.Event()
+
+    def hold() -> None:
+        session.info()
+        started.wait()
+        done.wait()
+    holders = [threading.Thread(target=hold) for _ in range(threads)]
+    for holder in holders:
+        holder.start()
+    started.wait()
+    try:
+        yield
+    finally:
+        done.set()
+        for holder in holders:
+            holder.join()
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
@@ -38,19 +62,10 @@ def test_a_threads_connection_is_closed_when_the_thread_ends(tmp_path: Path) -> 
         assert open_files(path) == after_one <= before + 2
         assert [m.content for m in session.history()][-1] == "thread 19"
         # a thread still running keeps its connection, and the store still closes it
-        started, done = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            session.info()
-            started.set()
-            done.wait()
-        holder = threading.Thread(target=hold)
-        holder.start()
-        started.wait()
-        assert open_files(path) > before
-    assert open_files(path) == 0
-    done.set()
-    holder.join()
+        with holding(session):
+            assert open_files(path) > before
+            store.close()
+            assert open_files(path) == 0
 
 
 def counting_connects(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -81,20 +96,8 @@ def test_a_new_thread_takes_the_connection_of_one_that_ended(
             worker.start()
             worker.join()
         assert len(opened) == 1
-        # two threads at once each have their own
-        started, done = threading.Barrier(3), threading.Event()
-
-        def hold() -> None:
-            session.info()
-            started.wait()
-            done.wait()
-        holders = [threading.Thread(target=hold) for _ in range(2)]
-        for h in holders:
-            h.start()
-        started.wait()
-        done.set()
-        for h in holders:
-            h.join()
+        with holding(session, threads=2):  # two threads at once each have their own
+            pass
         assert len(opened) == 2
         assert len(session.history()) == 21
 
@@ -160,26 +163,16 @@ def test_a_forked_child_leaves_the_parents_connections_open(tmp_path: Path) -> N
     path = tmp_path / "c.db"
     with memvault.open(f"sqlite:///{path}") as store:
         session = store.session("s")
-        started, done = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            session.info()
-            started.set()
-            done.wait()
-        holder = threading.Thread(target=hold)
-        holder.start()
-        started.wait()
-        at_fork = open_files(path)
-        pid = os.fork()
-        if pid == 0:  # the child: the holder thread is not here
-            code = 1
-            try:
-                import gc
-                gc.collect()
-                code = 0 if open_files(path) == at_fork else 2
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        done.set()
-        holder.join()
+        with holding(session):
+            at_fork = open_files(path)
+            pid = os.fork()
+            if pid == 0:  # the child: the holder thread is not here
+                code = 1
+                try:
+                    import gc
+                    gc.collect()
+                    code = 0 if open_files(path) == at_fork else 2
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0

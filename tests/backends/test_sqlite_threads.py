@@ -5,6 +5,7 @@ keeps no more of them than that."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,13 +24,15 @@ def open_files(path: Path) -> int:
 
 
 @contextmanager
-def holding(session: memvault.Session, threads: int = 1) -> Iterator[None]:
+def holding(store: memvault.Store, threads: int = 1) -> Iterator[list[sqlite3.Connection]]:
     """``threads`` threads at once, each holding its connection (it has read) until
-    the block ends."""
+    the block ends; the block gets their connections."""
     started, done = threading.Barrier(threads + 1), threading.Event()
+    held: list[sqlite3.Connection] = []
 
     def hold() -> None:
-        session.info()
+        store.session("s").info()
+        held.append(store.backend._connect())  # type: ignore[attr-defined]
         started.wait()
         done.wait()
     holders = [threading.Thread(target=hold) for _ in range(threads)]
@@ -37,7 +40,7 @@ def holding(session: memvault.Session, threads: int = 1) -> Iterator[None]:
         holder.start()
     started.wait()
     try:
-        yield
+        yield held
     finally:
         done.set()
         for holder in holders:
@@ -62,7 +65,7 @@ def test_a_threads_connection_is_closed_when_the_thread_ends(tmp_path: Path) -> 
         assert open_files(path) == after_one <= before + 2
         assert [m.content for m in session.history()][-1] == "thread 19"
         # a thread still running keeps its connection, and the store still closes it
-        with holding(session):
+        with holding(store):
             assert open_files(path) > before
             store.close()
             assert open_files(path) == 0
@@ -70,8 +73,6 @@ def test_a_threads_connection_is_closed_when_the_thread_ends(tmp_path: Path) -> 
 
 def counting_connects(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Patches sqlite3.connect to count the connections opened (in this process)."""
-    import sqlite3
-
     opened: list[int] = []
     connect = sqlite3.connect
 
@@ -96,7 +97,7 @@ def test_a_new_thread_takes_the_connection_of_one_that_ended(
             worker.start()
             worker.join()
         assert len(opened) == 1
-        with holding(session, threads=2):  # two threads at once each have their own
+        with holding(store, threads=2):  # two threads at once each have their own
             pass
         assert len(opened) == 2
         assert len(session.history()) == 21
@@ -162,16 +163,17 @@ def test_a_forked_child_leaves_the_parents_connections_open(tmp_path: Path) -> N
     releases the child's locks on the file and may checkpoint the parent's WAL)."""
     path = tmp_path / "c.db"
     with memvault.open(f"sqlite:///{path}") as store:
-        session = store.session("s")
-        with holding(session):
-            at_fork = open_files(path)
+        with holding(store) as (held,):
             pid = os.fork()
             if pid == 0:  # the child: the holder thread is not here
                 code = 1
                 try:
                     import gc
                     gc.collect()
-                    code = 0 if open_files(path) == at_fork else 2
+                    try:  # a closed connection refuses even this
+                        code = 0 if held.in_transaction is False else 2
+                    except sqlite3.ProgrammingError:
+                        code = 3
                 finally:
                     os._exit(code)
             _, status = os.waitpid(pid, 0)

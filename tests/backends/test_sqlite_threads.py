@@ -130,7 +130,9 @@ def test_a_read_left_open_by_an_ended_thread_is_not_lent_again(tmp_path: Path) -
 def test_a_forked_child_opens_its_own_connection(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parent's idle connections are not lent to a thread of a forked child
-    (SQLite's connections must not cross a fork)."""
+    (SQLite's connections must not cross a fork); the child's own threads, one after
+    the other, share the one it opens (a worker forked from a server that opened the
+    store runs its graphs there)."""
     with memvault.open(f"sqlite:///{tmp_path / 'c.db'}") as store:
         session = store.session("s")
         worker = threading.Thread(target=session.append,
@@ -139,19 +141,21 @@ def test_a_forked_child_opens_its_own_connection(
         worker.join()  # its connection is now idle
         opened = counting_connects(monkeypatch)
         pid = os.fork()
-        if pid == 0:  # the child: a thread of its own appends, on its own connection
+        if pid == 0:  # the child: threads of its own append, on its own connection
             code = 1
             try:
-                child = threading.Thread(target=session.append,
-                                         args=([{"role": "user", "content": "child"}],))
-                child.start()
-                child.join()
+                for n in range(3):
+                    child = threading.Thread(target=session.append,
+                                             args=([{"role": "user", "content": f"child {n}"}],))
+                    child.start()
+                    child.join()
                 code = 0 if opened == [os.getpid()] else 2
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert [m.content for m in session.history()] == ["parent", "child"]
+        assert [m.content for m in session.history()] == [
+            "parent", "child 0", "child 1", "child 2"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or not Path("/proc/self/fd").is_dir(),

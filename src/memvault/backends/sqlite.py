@@ -344,8 +344,9 @@ class _Connections:
     """A store's connections: each lent to one thread until it ends, then kept idle
     (up to :data:`IDLE`) for the next new thread. A graph's executor makes new threads
     at every run: each would otherwise open a connection (0.2 ms, and its statements
-    compiled again), and keep it until the store closes. Idle connections are lent
-    only in the process that opened them (a fork's child opens its own)."""
+    compiled again), and keep it until the store closes. ``all`` holds the open ones
+    of this process only: in a fork's child the parent's go to :data:`_INHERITED`
+    (SQLite's connections must not cross a fork), and the child pools its own."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -354,28 +355,36 @@ class _Connections:
         self.pid = os.getpid()
         self.closed = False
 
+    def _mine(self) -> None:
+        """In a fork's child, first of all (under the lock): leave the parent's
+        connections open and referenced, never lent, never closed (closing one would
+        drop the child's locks on the file; the parent's threads' locals go at the
+        fork, and their finalizers then give their connections back here)."""
+        if self.pid != os.getpid():
+            _INHERITED.extend(self.all)
+            self.all, self.idle, self.pid = set(), [], os.getpid()
+
     def take(self) -> sqlite3.Connection | None:
-        """An idle connection of this process, or None (open one and :meth:`add` it)."""
+        """An idle connection, or None (open one and :meth:`add` it)."""
         with self.lock:
             if self.closed:
                 raise BackendUnavailableError("the store is closed")
-            if self.idle and self.pid == os.getpid():  # a fork's child opens its own
-                return self.idle.pop()
-            return None
+            self._mine()
+            return self.idle.pop() if self.idle else None
 
     def add(self, db: sqlite3.Connection) -> None:
         with self.lock:
+            self._mine()
             self.all.add(db)
 
     def give_back(self, db: sqlite3.Connection) -> None:
         """The finalizer of a thread's :class:`_Lease`: keep its connection idle, or
         close it if the store is closed, enough are idle, or a transaction was left
-        open on it (a read abandoned half way). In a fork's child (where the parent's
-        threads' locals go at the fork) it stays referenced and open: it is the
-        parent's, and closing it would drop the child's locks on the file."""
+        open on it (a read abandoned half way). One not in ``all`` is the parent's,
+        or was closed with the store: nothing to do."""
         with self.lock:
-            if self.pid != os.getpid():
-                _INHERITED.append(db)
+            self._mine()
+            if db not in self.all:
                 return
             if not self.closed and not db.in_transaction and len(self.idle) < IDLE:
                 self.idle.append(db)
@@ -385,6 +394,7 @@ class _Connections:
 
     def close(self) -> None:
         with self.lock:
+            self._mine()
             self.closed = True
             for db in self.all:
                 db.close()

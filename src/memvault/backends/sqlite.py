@@ -4,7 +4,8 @@ WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so writers from an
 number of threads and processes are serialized by SQLite's own lock (waiting up to
 ``busy_timeout``). Reads run in a deferred transaction: one consistent snapshot.
 Each thread gets its own connection; when the thread ends, the next new thread gets it
-(a few are kept idle; others are closed). The schema version lives in
+(a few are kept idle; others are closed). A fork's child closes its copies of the
+parent's connections and opens its own (:meth:`_Connections.forked`). The schema version lives in
 ``PRAGMA user_version``; a file written by a newer memvault is refused.
 
 Durability: ``durability="full"`` (default) fsyncs the WAL on every commit, so an
@@ -337,16 +338,15 @@ def _event(session_id: str, r: Sequence[Any]) -> Event:
 
 
 IDLE = 8  # the connections of ended threads a store keeps for the next new ones
-_INHERITED: list[sqlite3.Connection] = []  # a fork's child: the parent's, never closed
+_INHERITED: list[sqlite3.Connection] = []  # a fork's child: copies it could not close
+_OPEN: weakref.WeakSet[SqliteBackend] = weakref.WeakSet()  # this process's open stores
 
 
 class _Connections:
     """A store's connections: each lent to one thread until it ends, then kept idle
     (up to :data:`IDLE`) for the next new thread. A graph's executor makes new threads
     at every run: each would otherwise open a connection (0.2 ms, and its statements
-    compiled again), and keep it until the store closes. ``all`` holds the open ones
-    of this process only: in a fork's child the parent's go to :data:`_INHERITED`
-    (SQLite's connections must not cross a fork), and the child pools its own."""
+    compiled again), and keep it until the store closes."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -354,36 +354,54 @@ class _Connections:
         self.idle: list[sqlite3.Connection] = []
         self.pid = os.getpid()
         self.closed = False
+        self.stuck = False  # a fork's child holding a copy it could not close
 
-    def _mine(self) -> None:
-        """In a fork's child, first of all (under the lock): leave the parent's
-        connections open and referenced, never lent, never closed (closing one would
-        drop the child's locks on the file; the parent's threads' locals go at the
-        fork, and their finalizers then give their connections back here)."""
-        if self.pid != os.getpid():
-            _INHERITED.extend(self.all)
-            self.all, self.idle, self.pid = set(), [], os.getpid()
+    def forked(self) -> None:
+        """In a fork's child, before anything else runs: close the copies of the
+        parent's connections, so that the child's own are the only ones SQLite
+        counts. SQLite keeps one record of locks a file for the whole process, and
+        the copies' record says the file's locks are held, which the child's kernel
+        does not know: a connection opened beside them takes no lock, and the
+        parent's close then finds itself the file's last user and deletes its WAL
+        under the child's writes. A copy inside a transaction (another thread of the
+        parent was in one at the fork) cannot be closed safely: rolling it back
+        would change the WAL index the parent's thread is writing. The store then
+        refuses to work in the child."""
+        self.lock, self.pid = threading.Lock(), os.getpid()  # the old one may be held
+        copies, self.all, self.idle = self.all, set(), []
+        for db in copies:
+            if db.in_transaction:
+                _INHERITED.append(db)
+                self.stuck = True
+            else:
+                db.close()
 
     def take(self) -> sqlite3.Connection | None:
         """An idle connection, or None (open one and :meth:`add` it)."""
         with self.lock:
             if self.closed:
                 raise BackendUnavailableError("the store is closed")
-            self._mine()
+            if self.stuck:
+                raise ConfigurationError(
+                    "this process was forked while another thread was inside a SQLite "
+                    "transaction on this store: SQLite connections cannot cross a fork, "
+                    "and that one could not be closed here; fork when no thread is "
+                    "using the store, or use the 'spawn' start method")
             return self.idle.pop() if self.idle else None
 
     def add(self, db: sqlite3.Connection) -> None:
         with self.lock:
-            self._mine()
             self.all.add(db)
 
     def give_back(self, db: sqlite3.Connection) -> None:
         """The finalizer of a thread's :class:`_Lease`: keep its connection idle, or
         close it if the store is closed, enough are idle, or a transaction was left
-        open on it (a read abandoned half way). One not in ``all`` is the parent's,
-        or was closed with the store: nothing to do."""
+        open on it (a read abandoned half way). One not in ``all`` was closed with the
+        store or at a fork. In a fork's child, the parent's threads' leases go
+        before :meth:`forked` runs: nothing to do, :meth:`forked` closes them."""
+        if self.pid != os.getpid():
+            return
         with self.lock:
-            self._mine()
             if db not in self.all:
                 return
             if not self.closed and not db.in_transaction and len(self.idle) < IDLE:
@@ -394,12 +412,22 @@ class _Connections:
 
     def close(self) -> None:
         with self.lock:
-            self._mine()
             self.closed = True
             for db in self.all:
                 db.close()
             self.all.clear()
             self.idle.clear()
+
+
+def _forked() -> None:
+    """In a fork's child: each open store drops its connections (:meth:`_Connections.
+    forked`) and the forking thread's lease, so its next call opens its own."""
+    for backend in list(_OPEN):
+        backend._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 class _Lease:
@@ -897,6 +925,7 @@ class SqliteBackend(IndexedEngine):
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
         self._connections = _Connections()
+        _OPEN.add(self)
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -930,6 +959,11 @@ class SqliteBackend(IndexedEngine):
         self._local.cursor = db.cursor()
         self._local.db = db
         return db
+
+    def _forked(self) -> None:
+        """In a fork's child (:func:`_forked`)."""
+        self._connections.forked()
+        self._local = threading.local()  # the forking thread's connection was a copy
 
     def _open(self, target: str) -> sqlite3.Connection:
         db = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
@@ -1131,6 +1165,7 @@ class SqliteBackend(IndexedEngine):
                  r[7]) for r in rows]
 
     def close(self) -> None:
+        _OPEN.discard(self)
         self._connections.close()
         self._local = threading.local()
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -235,6 +236,9 @@ def _pool_args(s: PostgresSettings) -> dict[str, Any]:
             "kwargs": {"autocommit": True}, "name": f"memvault:{s.schema}"}
 
 
+_PARENTS: list[ConnectionPool] = []  # a fork's child: the parent's pools (_own_pool)
+
+
 class PostgresBackend:
     """The synchronous face: a :class:`psycopg_pool.ConnectionPool`, safe across threads."""
 
@@ -243,11 +247,26 @@ class PostgresBackend:
         self._calls = Calls(s.schema)
         _migrate(s, apply=s.migrate)
         self._pool = ConnectionPool(s.conninfo, open=True, **_pool_args(s))
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.settings.where!r}, schema={self.settings.schema!r})"
 
+    def _own_pool(self) -> ConnectionPool:
+        """In a fork's child: a pool of its own, not yet open. The parent's pool holds
+        the parent's sockets: a request sent on one from here interleaves with the
+        parent's ("prepared statement already exists"), and closing one ends the
+        parent's session. So it is kept here, never used and never closed (psycopg
+        closes a dropped connection only in the process that opened it)."""
+        _PARENTS.append(self._pool)
+        self._pool = ConnectionPool(self.settings.conninfo, open=False,
+                                    **_pool_args(self.settings))
+        self._pid = os.getpid()
+        return self._pool
+
     def _run(self, call: Call[T]) -> T:
+        if self._pid != os.getpid():
+            self._own_pool().open()
         lost = False
         try:
             with self._pool.connection() as conn:
@@ -344,6 +363,8 @@ class PostgresBackend:
         return drive(self._calls.compact(keep_events, now, batch, progress), self._run)
 
     def close(self) -> None:
+        if self._pid != os.getpid():
+            self._own_pool()
         self._pool.close()
 
 

@@ -1,0 +1,106 @@
+"""A store opened before ``os.fork()`` and used on both sides of it (a
+``multiprocessing`` worker with the ``fork`` start method, a web server's preloaded
+app): the child gets connections of its own, the parent keeps its own, and nothing
+either of them was told is stored goes missing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+import memvault
+
+TURNS = 60
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+
+
+def turn(who: str, n: int) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"{who} {n}"},
+            {"role": "assistant", "content": f"{who} {n} answered"}]
+
+
+def wait(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_parent_and_its_forked_child_write_at_once(any_store_url: str) -> None:
+    """Both append to sessions of their own at the same time through the store the
+    parent opened; the child closes it when done, and so does a second child that
+    never used it, and the parent goes on. Each
+    connection carries one process's requests only: with the parent's PostgreSQL
+    connections shared, the child's appends failed ("prepared statement already
+    exists") after some went through, and its close would end the parent's."""
+    if any_store_url == "memory://":
+        pytest.skip("memory:// is per process")
+    store = memvault.open(any_store_url)
+    parent = store.session("parent")
+    parent.append(turn("parent", -1))
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.read(go_r, 1)
+            child = store.session("child")
+            for n in range(TURNS):
+                child.append(turn("child", n))
+            code = 0 if len(child.history()) == 2 * TURNS else 2
+            store.close()
+        finally:
+            os._exit(code)
+    try:
+        os.write(go_w, b"1")
+        for n in range(TURNS):
+            parent.append(turn("parent", n))
+        assert wait(pid) == 0
+        closer = os.fork()
+        if closer == 0:  # a child that only closes the store: its copy of it
+            code = 1
+            try:
+                store.close()
+                code = 0
+            finally:
+                os._exit(code)
+        assert wait(closer) == 0
+        parent.append(turn("parent", TURNS))  # after both children closed the store
+    finally:
+        store.close()
+    with memvault.open(any_store_url) as again:
+        assert [m.content for m in again.session("parent").history()][::2] == [
+            f"parent {n}" for n in range(-1, TURNS + 1)]
+        assert [m.content for m in again.session("child").history()][::2] == [
+            f"child {n}" for n in range(TURNS)]
+
+
+def test_a_forked_child_uses_an_async_store(any_store_url: str) -> None:
+    """The async face, opened before the fork (a server's app made at import), then
+    used by the child and by the parent, each on an event loop of its own."""
+    if any_store_url == "memory://":
+        pytest.skip("memory:// is per process")
+
+    async def append(store: memvault.AsyncStore, who: str) -> int:
+        try:
+            session = store.session(who)
+            for n in range(TURNS):
+                await session.append(turn(who, n))
+            return len(await session.history())
+        finally:
+            await store.close()
+
+    store = memvault.open_async(any_store_url)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if asyncio.run(append(store, "child")) == 2 * TURNS else 2
+        finally:
+            os._exit(code)
+    assert wait(pid) == 0
+    assert asyncio.run(append(store, "parent")) == 2 * TURNS
+    with memvault.open(any_store_url) as again:
+        assert [again.session(who).info().length for who in ("child", "parent")] == [
+            2 * TURNS, 2 * TURNS]

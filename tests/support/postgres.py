@@ -57,10 +57,11 @@ def drop_schema(schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def url_for(schema: str, **params: str) -> str:
-    """The store URL of ``schema`` on the test server, with extra libpq parameters."""
+def url_for(schema: str, *, server: str = SERVER, **params: str) -> str:
+    """The store URL of ``schema`` on the test server (or ``server``, a URL reaching
+    it), with extra parameters; ``schema`` last, where :func:`schema_of` finds it."""
     query = "&".join(f"{k}={v}" for k, v in {**params, "schema": schema}.items())
-    return f"{SERVER}{'&' if '?' in SERVER else '?'}{query}"
+    return f"{server}{'&' if '?' in server else '?'}{query}"
 
 
 def postgres_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:

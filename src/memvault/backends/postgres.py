@@ -15,10 +15,25 @@ URL and options::
 Every libpq parameter in the URL is honoured (``sslmode``, ``options``,
 ``connect_timeout``, ``application_name``, ...). ``schema`` (default
 ``memvault``) is memvault's own: it may be given in the URL or as an option and
-is removed before the URL reaches libpq. Options: ``schema``, ``min_size`` /
-``max_size`` (pool connections, default 1 and 10), ``timeout`` (seconds to wait
-for a pooled connection, default 30) and ``migrate`` (default True: opening
-applies missing migrations; False: opening only checks the schema version).
+is removed before the URL reaches libpq; so is ``prepared_statements``.
+Options: ``schema``, ``min_size`` / ``max_size`` (pool connections, default 1
+and 10), ``timeout`` (seconds to wait for a pooled connection, default 30),
+``migrate`` (default True: opening applies missing migrations; False: opening
+only checks the schema version) and ``prepared_statements`` (below).
+
+``prepared_statements`` (default True; ``?prepared_statements=false`` in the URL,
+or the keyword): False opens every pooled connection with psycopg's
+``prepare_threshold=None``, so no statement is ever prepared server-side. Needed
+behind PgBouncer in transaction mode before 1.21 (or without
+``max_prepared_statements``): psycopg prepares a statement after its fifth run on
+a connection, under a name numbered per client connection (``_pg3_0``, ...), and
+PgBouncer hands each transaction whatever server connection is free. The next run
+then fails ("prepared statement ... does not exist" / "already exists"), or worse,
+finds the statement another client prepared under that name on that server
+connection and runs it with these arguments: ``info`` can run ``delete``. That is
+why it is an option and not a fallback after the first error: the errors come
+after the damage. PgBouncer cannot be detected from a client connection (it
+forwards ``SHOW`` and reports the server's parameters), so it is not guessed.
 
 Opening the sync face connects, checks and migrates at once; the async face does
 so on its first operation (opening it never blocks the event loop). A schema
@@ -59,7 +74,14 @@ from memvault.backends.postgres_migrations import (
     refusal,
     script,
 )
-from memvault.backends.url import EVERY_PARAMETER, KEYWORD_ONLY, Parse, read_options, redact
+from memvault.backends.url import (
+    EVERY_PARAMETER,
+    KEYWORD_ONLY,
+    Parse,
+    boolean,
+    read_options,
+    redact,
+)
 from memvault.errors import BackendUnavailableError, ConfigurationError, MemvaultError
 from memvault.messages import Record
 from memvault.model import (
@@ -97,6 +119,8 @@ class PostgresSettings:
         min_size / max_size: pool size bounds.
         timeout: seconds to wait for a pooled connection.
         migrate: apply missing migrations when opening (else only check).
+        prepared_statements: let psycopg prepare statements it runs often (False: never,
+            for PgBouncer in transaction mode).
         where: the URL with its password redacted, for messages.
     """
 
@@ -106,14 +130,15 @@ class PostgresSettings:
     max_size: int
     timeout: float
     migrate: bool
+    prepared_statements: bool
     where: str
 
 
-# The options of a PostgreSQL store; a URL's query sets only the schema (its other
-# parameters go to libpq).
+# The options of a PostgreSQL store; a URL's query sets only the schema and
+# prepared_statements, properties of the deployment (its other parameters go to libpq).
 OPTIONS: dict[str, Parse | None] = {
     "schema": str, "min_size": KEYWORD_ONLY, "max_size": KEYWORD_ONLY,
-    "timeout": KEYWORD_ONLY, "migrate": KEYWORD_ONLY,
+    "timeout": KEYWORD_ONLY, "migrate": KEYWORD_ONLY, "prepared_statements": boolean,
 }
 
 
@@ -132,17 +157,20 @@ def settings(url: str, **options: Any) -> PostgresSettings:
 
 
 def _settings(conninfo: str, where: str, schema: str | None = None, min_size: int = 1,
-              max_size: int = 10, timeout: float = 30.0, migrate: bool = True) -> PostgresSettings:
+              max_size: int = 10, timeout: float = 30.0, migrate: bool = True,
+              prepared_statements: bool = True) -> PostgresSettings:
     for name, value, low in (("min_size", min_size, 0), ("max_size", max_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigurationError(f"{name} must be an integer >= {low}, not {value!r}")
     if max_size < min_size:
         raise ConfigurationError(f"max_size ({max_size}) is below min_size ({min_size})")
     check_seconds("timeout", timeout)
-    if not isinstance(migrate, bool):
-        raise ConfigurationError(f"migrate must be True or False, not {migrate!r}")
+    for flag, given in (("migrate", migrate), ("prepared_statements", prepared_statements)):
+        if not isinstance(given, bool):
+            raise ConfigurationError(f"{flag} must be True or False, not {given!r}")
     name = check_schema(DEFAULT_SCHEMA if schema is None else schema)
-    return PostgresSettings(conninfo, name, min_size, max_size, float(timeout), migrate, where)
+    return PostgresSettings(conninfo, name, min_size, max_size, float(timeout), migrate,
+                            prepared_statements, where)
 
 
 class MigrationResult(NamedTuple):
@@ -232,8 +260,12 @@ def _pool_failure(exc: psycopg.Error, s: PostgresSettings) -> MemvaultError:
 
 
 def _pool_args(s: PostgresSettings) -> dict[str, Any]:
+    """The pool's arguments, the same for both faces (and a fork child's pool)."""
+    connection: dict[str, Any] = {"autocommit": True}
+    if not s.prepared_statements:
+        connection["prepare_threshold"] = None
     return {"min_size": s.min_size, "max_size": s.max_size, "timeout": s.timeout,
-            "kwargs": {"autocommit": True}, "name": f"memvault:{s.schema}"}
+            "kwargs": connection, "name": f"memvault:{s.schema}"}
 
 
 _PARENTS: list[ConnectionPool] = []  # a fork's child: the parent's pools (_own_pool)

@@ -104,6 +104,12 @@ DAMAGED_SNAPSHOT = "MV013"
 # serialization failures, lack of resources, lock and statement timeouts, shutdowns.
 _TRANSIENT = ("08", "40", "53", "55P03", "57")
 
+# A prepared statement missing, or taken by another statement, on the server connection:
+# the symptom of a pooler in transaction mode (PgBouncer before 1.21) that hands each
+# transaction another server connection. "bind message supplies 7 parameters, but
+# prepared statement ... requires 5" (08P01) is the same, met by another client's.
+_PREPARED_ELSEWHERE = ("26000", "42P05")
+
 
 def _no_refusals(state: str, detail: str) -> MemvaultError | None:
     return None
@@ -470,6 +476,9 @@ def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> Memva
     """
     state = exc.sqlstate or ""
     reason = reason_of(exc)
+    if state in _PREPARED_ELSEWHERE or (state == "08P01" and "prepared statement" in reason):
+        reason += (" (behind PgBouncer in transaction mode? open the store with "
+                   "prepared_statements=False)")
     refused = call.refuse(state, exc.diag.message_detail or "") if state else None
     if refused is not None:
         return refused

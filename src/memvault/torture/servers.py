@@ -263,6 +263,41 @@ def _postgres_bin(name: str) -> str:
     return found
 
 
+def accepts_connections(url: str) -> bool:
+    """Whether a PostgreSQL server (or a pooler in front of one) at ``url`` lets us in."""
+    import psycopg  # the postgres extra; the store under test needs it anyway
+
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+    except psycopg.Error:
+        return False
+    return True
+
+
+def run_as_postgres(folder: Path, what: str) -> dict[str, Any]:
+    """Popen's options running a server as the ``postgres`` user when we are root (as
+    PostgreSQL and PgBouncer require), ``folder`` made its own; ``{}`` otherwise.
+
+    Popen switches user itself, so the server is our own child: killed, it is reaped by
+    our wait(). Under a wrapper (runuser) killed alongside it, it could be orphaned as
+    a zombie that PID 1 here never reaps; its id then stays taken (a postmaster's next
+    start refuses the lock file).
+
+    Raises:
+        ConfigurationError: root, and no ``postgres`` user (``what`` needs one).
+    """
+    if os.geteuid() != 0:
+        return {}
+    try:
+        owner = pwd.getpwnam("postgres")
+    except KeyError:
+        raise ConfigurationError(f"{what} as root needs a 'postgres' user to run the "
+                                 "server as") from None
+    os.chown(folder, owner.pw_uid, owner.pw_gid)
+    return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": [],
+            "env": {**os.environ, "HOME": owner.pw_dir, "USER": "postgres"}}
+
+
 class PostgresServer(_Single):
     """A private PostgreSQL cluster (``initdb``, trust authentication, local only)."""
 
@@ -273,19 +308,7 @@ class PostgresServer(_Single):
         initdb, self.binary = _postgres_bin("initdb"), _postgres_bin("postgres")
         super().__init__(folder)
         self.data = folder / "data"
-        if os.geteuid() == 0:  # initdb refuses root: run as the postgres user
-            try:
-                owner = pwd.getpwnam("postgres")
-            except KeyError:
-                raise ConfigurationError("--server postgres as root needs a 'postgres' user "
-                                         "to run the server as") from None
-            os.chown(folder, owner.pw_uid, owner.pw_gid)
-            # Popen switches user itself, so the postmaster is our own child: killed, it
-            # is reaped by our wait(). Under a wrapper (runuser) killed alongside it, it
-            # could be orphaned as a zombie that PID 1 here never reaps; its id then
-            # stays taken and the next postmaster refuses the lock file.
-            self.run_as = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": [],
-                           "env": {**os.environ, "HOME": owner.pw_dir, "USER": "postgres"}}
+        self.run_as = run_as_postgres(folder, "--server postgres")  # initdb refuses root
         done = subprocess.run([initdb, "-D", str(self.data), "-U", "postgres",
                                "--auth=trust", "--no-sync", "-E", "UTF8"],
                               capture_output=True, text=True, timeout=300, **self.run_as)
@@ -307,13 +330,7 @@ class PostgresServer(_Single):
                 "-c", "recovery_init_sync_method=syncfs"]
 
     def ready(self) -> bool:
-        import psycopg  # the postgres extra; the store under test needs it anyway
-
-        try:
-            psycopg.connect(self.url, connect_timeout=2).close()
-        except psycopg.Error:
-            return False
-        return True
+        return accepts_connections(self.url)
 
     def kill(self) -> None:
         """SIGKILL the postmaster and its children (no shutdown checkpoint)."""

@@ -42,7 +42,8 @@ from harness import Candidate, Comparison, compare, markdown_table
 
 import memvault
 from memvault.backends.base import Write
-from memvault.backends.sqlite import _live_ids, _rowid
+from memvault.backends.sqlite_schema import rowid_of
+from memvault.backends.sqlite_txn import live_ids_sql
 from memvault.messages import _decoded, decode_message, encode_batch
 
 LIMITS = (1 << 20, 1000, 1 << 24)
@@ -67,10 +68,10 @@ def replay(path: Path, without: str = "") -> Candidate:
     def call(i: int) -> None:
         node = 2 * i + 10
         db.execute("BEGIN IMMEDIATE")
-        db.execute(_live_ids(2), (f"r{node}", f"r{node + 1}", "replay")).fetchall()
+        db.execute(live_ids_sql(2), (f"r{node}", f"r{node + 1}", "replay")).fetchall()
         db.executemany("INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body)"
                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       [(_rowid(sid, n), sid, n, n - 1, n, f"r{n}", b)
+                       [(rowid_of(sid, n), sid, n, n - 1, n, f"r{n}", b)
                         for n, b in zip((node, node + 1), bodies, strict=True)])
         db.execute("UPDATE sessions SET head=?, depth=?, version=?, next_node=?, updated_at=?"
                    " WHERE sid=?", (node + 1, node + 1, i + 10, node + 2, time.time(), sid))

@@ -92,19 +92,19 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
            "row = Row(name, name, 0, 0, 0, 0, 1, now, None, None)"),
           ("self._data[name] = _Session(dataclasses.replace(row))",
            "self._data[name] = _Session(None)"))),
-    ("sqlite.py", "_SqliteTxn.delete_nodes",
-     "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
-     "rowids = [(_rowid(row.key, n, None), _rowid(row.key, n, True)) for n in nodes]",
-     "_rowid reads summary only for its truth: None gives the message's rowid as False"),
-    ("sqlite.py", "_SqliteTxn.delete_nodes",
-     "rowids = [(_rowid(row.key, n, False), _rowid(row.key, n, True)) for n in nodes]",
-     "rowids = [(_rowid(row.key, n, ), _rowid(row.key, n, True)) for n in nodes]",
-     "_rowid's summary defaults to False: the same rowid"),
-    ("sqlite.py", "_SqliteTxn.message_count", "first = _span(row)[0]",
-     "first = _span(row)[1]",
+    ("sqlite_txn.py", "SqliteTxn.delete_nodes",
+     "rowids = [(rowid_of(row.key, n, False), rowid_of(row.key, n, True)) for n in nodes]",
+     "rowids = [(rowid_of(row.key, n, None), rowid_of(row.key, n, True)) for n in nodes]",
+     "rowid_of reads summary only for its truth: None gives the message's rowid as False"),
+    ("sqlite_txn.py", "SqliteTxn.delete_nodes",
+     "rowids = [(rowid_of(row.key, n, False), rowid_of(row.key, n, True)) for n in nodes]",
+     "rowids = [(rowid_of(row.key, n, ), rowid_of(row.key, n, True)) for n in nodes]",
+     "rowid_of's summary defaults to False: the same rowid"),
+    ("sqlite_txn.py", "SqliteTxn.message_count", "first = span_of(row)[0]",
+     "first = span_of(row)[1]",
      "the count (only search's choice of its linear fast path) is then 0, never a "
      "depth a visible hit can have: search takes the walk, which is always right"),
-    ("sqlite.py", "_SqliteTxn.message_count", "first | pending, first | row.next_node)[0]",
+    ("sqlite_txn.py", "SqliteTxn.message_count", "first | pending, first | row.next_node)[0]",
      "first & pending, first | row.next_node)[0]",
      "the range then starts at rowid 0 and counts the session's indexed messages and "
      "summaries and earlier sessions' nodes again: a count too high only makes search "
@@ -125,17 +125,14 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
      "if os.path.exists(wal) and os.path.getsize(wal) > 1:",
      "a -wal of 1 byte: SQLite never leaves one (a log's header alone is 32 bytes), "
      "and it holds no change the file alone would miss"),
-    ("sqlite.py", "SqliteBackend.search", "False, body)", "None, body)",
-     "the lagging index's summary flag is read only for its truth (_View.position): "
-     "None is false as False is"),
     ("sqlite.py", "SqliteBackend.history", '"count": -1 if last is None else last})',
      '"count": -2 if last is None else last})',
      "_HISTORY reads :count only as negative (every message) or as a count"),
-    ("sqlite.py", "_SqliteTxn.create", "self._pending[cur.lastrowid] = 0",
+    ("sqlite_txn.py", "SqliteTxn.create", "self._pending[cur.lastrowid] = 0",
      "self._pending[cur.lastrowid] = None",
      "pending is read only for its truth, and save writes it only once it changed, "
      "to 0 or a node: the column keeps the INSERT's 0"),
-    *(("sqlite.py", "_SqliteTxn.create",
+    *(("sqlite_txn.py", "SqliteTxn.create",
        "row = Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)",
        f"row = Row(cur.lastrowid, {mutated}, None)", why) for mutated, why in (
         ("None, 0, 0, 0, 0, 1, now, now", "the new row's name is read only by errors about "
@@ -151,8 +148,8 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
      "deadline = time.monotonic() + self._busy_ms / 1001",
      "a deadline 0.1% of busy_timeout earlier: less than the open's own time around it"),
     ("sqlite.py", "SqliteBackend._to_wal",
-     "if not _busy(exc) or time.monotonic() >= deadline:",
-     "if not _busy(exc) or time.monotonic() > deadline:",
+     "if not is_busy(exc) or time.monotonic() >= deadline:",
+     "if not is_busy(exc) or time.monotonic() > deadline:",
      "the monotonic clock landing exactly on the deadline: one more 5 ms retry"),
     ("sqlite.py", "SqliteBackend.history", "if chain[0][3] is None:",
      "if chain[0][4] is None:",
@@ -175,7 +172,7 @@ _SQL_KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "ASC", "DESC", "IN", "BY", "L
 @functools.cache
 def _schema_names() -> frozenset[str]:
     """The SQLite schema's table, index and column names, and the SQL functions used."""
-    from memvault.backends.sqlite import MIGRATIONS
+    from memvault.backends.sqlite_schema import MIGRATIONS
 
     db = sqlite3.connect(":memory:")
     for version in sorted(MIGRATIONS):
@@ -206,7 +203,7 @@ def _literal_at(line: str, index: int) -> str | None:
 
 def _sql_case(path: str, removed: list[str], added: list[str]) -> bool:
     """The mutant changes only the letter case of SQL without a string literal in it."""
-    if not path.endswith("sqlite.py") or len(removed) != 1 or len(added) != 1:
+    if not Path(path).name.startswith("sqlite") or len(removed) != 1 or len(added) != 1:
         return False
     old, new = removed[0], added[0]
     if old == new or old.lower() != new.lower():
@@ -219,7 +216,7 @@ def _sql_case(path: str, removed: list[str], added: list[str]) -> bool:
 
 
 def _function(mutant: str) -> str:
-    """``memvault.backends.sqlite.xǁ_SqliteTxnǁload__mutmut_3`` -> ``_SqliteTxn.load``."""
+    """``memvault.backends.sqlite_txn.xǁSqliteTxnǁload__mutmut_3`` -> ``SqliteTxn.load``."""
     name = mutant.rpartition(".")[2].rpartition("__mutmut_")[0]
     return ".".join(p for p in name.split("ǁ")[1:]) if "ǁ" in name else name[2:]
 

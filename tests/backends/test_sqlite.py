@@ -25,7 +25,8 @@ from memvault import (
     DuplicateMessageError,
     Message,
 )
-from memvault.backends.sqlite import _KEYS, _MAX_IN, SCHEMA_VERSION, page_sql
+from memvault.backends.sqlite import page_sql
+from memvault.backends.sqlite_schema import KEYS, MAX_IN, SCHEMA_VERSION
 from memvault.paging import PageQuery
 from memvault.reindex import open_for_reindex
 from memvault.testing import ConceptEmbedder
@@ -39,11 +40,11 @@ def test_wal_and_schema_version(tmp_path: Path) -> None:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-@pytest.mark.parametrize("size", [_MAX_IN - 1, _MAX_IN, _MAX_IN + 1])
+@pytest.mark.parametrize("size", [MAX_IN - 1, MAX_IN, MAX_IN + 1])
 def test_stored_ids_are_found_on_both_sides_of_the_bound_list(tmp_path: Path,
                                                               size: int) -> None:
     """An append reads which of its ids are stored with one column an id up to
-    _MAX_IN ids (the expected message counted), as a JSON array past it: retries,
+    MAX_IN ids (the expected message counted), as a JSON array past it: retries,
     mixed batches and expect_message answer the same on both sides."""
     with memvault.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
         s = store.session("s")
@@ -169,7 +170,7 @@ def test_an_old_file_pages_its_sessions_from_indexes(tmp_path: Path) -> None:
                 listed += page.sessions
             assert sorted(i.session_id for i in listed) == every
     with sqlite3.connect(path) as db:
-        for order in ("id", *_KEYS):
+        for order in ("id", *KEYS):
             for descending, match, after in itertools.product(
                     (False, True), ("", "s"), (None, (0, ""))):
                 sql, args = page_sql(PageQuery(3, order, descending, match, after), 0.0)

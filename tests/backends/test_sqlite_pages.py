@@ -21,7 +21,7 @@ import pytest
 
 import memvault
 from memvault import Message, SessionInfo
-from memvault.backends import sqlite as sqlite_backend
+from memvault.backends import sqlite_txn
 from memvault.paging import ORDERS
 
 DATA = Path(__file__).parents[1] / "data"
@@ -75,7 +75,7 @@ def unsettled(path: Path) -> int:
     return count
 
 
-@pytest.mark.parametrize("settle_at", [8, sqlite_backend.SETTLE_AT])
+@pytest.mark.parametrize("settle_at", [8, sqlite_txn.SETTLE_AT])
 def test_every_page_is_exact_across_settled_and_unsettled_rows(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settle_at: int) -> None:
     """Walk every order, both ways, with and without a match, while writes between
@@ -83,7 +83,7 @@ def test_every_page_is_exact_across_settled_and_unsettled_rows(
     trim sessions (some summarized, some with a TTL): each page equals the model's
     page from the same cursor. Failing: a page misses the unsettled rows, lists a row
     by a stale settled key, or a settle (or a new row) copies the wrong keys."""
-    monkeypatch.setattr(sqlite_backend, "SETTLE_AT", settle_at)
+    monkeypatch.setattr(sqlite_txn, "SETTLE_AT", settle_at)
     path = tmp_path / "x.db"
     rng = random.Random(settle_at)
     url = f"sqlite:///{path}"
@@ -179,7 +179,7 @@ def test_pages_while_two_processes_append(tmp_path: Path) -> None:
     order with keys after its cursor, the id order lists every session once; when
     they stop, every order pages exactly the model, and no append is lost."""
     url = f"sqlite:///{tmp_path}/x.db"
-    assert sqlite_backend.SETTLE_AT < 300
+    assert sqlite_txn.SETTLE_AT < 300
     with memvault.open(url, durability="normal") as store:
         for k in range(300):
             store.session(f"w{k:03}").append([Message.user("first")])
@@ -204,7 +204,7 @@ def test_pages_while_two_processes_append(tmp_path: Path) -> None:
         assert sum(int(w.communicate(timeout=120)[0]) for w in writers) == 2 * 3 * 300
         written = [store.session(f"w{k:03}").info() for k in range(300)]
         assert sum(i.length for i in written if i) == 300 + 2 * 3 * 300
-        assert unsettled(tmp_path / "x.db") <= sqlite_backend.SETTLE_AT
+        assert unsettled(tmp_path / "x.db") <= sqlite_txn.SETTLE_AT
         for order in ORDERS:
             for descending in (False, True):
                 walk_exactly(store, store.sessions, 50, order, descending)

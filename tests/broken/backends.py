@@ -21,7 +21,8 @@ from memvault.backends.base import Stored, Write
 from memvault.backends.engine import Node, Row
 from memvault.backends.memory import MemoryBackend
 from memvault.backends.redis import AsyncRedisBackend, settings
-from memvault.backends.sqlite import SqliteBackend, _rowid
+from memvault.backends.sqlite import SqliteBackend
+from memvault.backends.sqlite_schema import rowid_of
 from memvault.errors import SnapshotNotFoundError
 from memvault.messages import Record
 from memvault.model import Snapshot
@@ -52,7 +53,7 @@ class _OverwritingTxn:
         self._txn._db.executemany(
             "INSERT OR REPLACE INTO nodes (id, sid, node, parent, depth, msg_id, body)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(_rowid(row.key, n.node), row.key, n.node, n.parent, n.depth, n.msg_id, n.body)
+            [(rowid_of(row.key, n.node), row.key, n.node, n.parent, n.depth, n.msg_id, n.body)
              for n in nodes])
 
 

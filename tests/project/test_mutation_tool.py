@@ -191,11 +191,13 @@ def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> N
     """tools/mutmut_score.py's class rule: a letter-case change of SQLite text with no
     string literal in it is equivalent, a statement or a fragment of one (keywords and
     the schema's names only); of a literal inside SQL, of text that is not SQL, of a
-    lone name, or outside sqlite.py, it is not."""
+    lone name, or outside the SQLite backend's modules (sqlite*.py), it is not."""
     score = _score_tool()
     src = "src/memvault/backends/sqlite.py"
     line = 'self._db.execute("DELETE FROM vectors WHERE key = ?", (key,))'
     assert score._sql_case(src, [line], [line.replace("DELETE FROM", "delete from")])
+    assert score._sql_case("src/memvault/backends/sqlite_txn.py", [line],
+                           [line.replace("DELETE FROM", "delete from")])
     assert not score._sql_case("src/memvault/backends/engine.py", [line],
                                [line.replace("DELETE FROM", "delete from")])
     quoted = 'self._one("SELECT 1 FROM sqlite_master WHERE name = \'vectors\'")'

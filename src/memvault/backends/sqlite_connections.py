@@ -1,0 +1,127 @@
+"""The SQLite backend's connections: one a thread, lent again when the thread ends,
+and none carried across a fork."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import weakref
+from typing import Protocol
+
+from memvault.errors import BackendUnavailableError, ConfigurationError
+
+IDLE = 8  # the connections of ended threads a store keeps for the next new ones
+_INHERITED: list[sqlite3.Connection] = []  # a fork's child: copies it could not close
+
+
+class Forkable(Protocol):
+    def forked(self) -> None:
+        """In a fork's child, before anything else runs there."""
+
+
+_OPEN: weakref.WeakSet[Forkable] = weakref.WeakSet()  # this process's open stores
+
+
+def watch(store: Forkable) -> None:
+    """Call ``store.forked()`` in the child of every fork, until :func:`forget`."""
+    _OPEN.add(store)
+
+
+def forget(store: Forkable) -> None:
+    _OPEN.discard(store)
+
+
+class Connections:
+    """A store's connections: each lent to one thread until it ends, then kept idle
+    (up to :data:`IDLE`) for the next new thread. A graph's executor makes new threads
+    at every run: each would otherwise open a connection (0.2 ms, and its statements
+    compiled again), and keep it until the store closes."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.all: set[sqlite3.Connection] = set()  # lent or idle: close() closes them
+        self.idle: list[sqlite3.Connection] = []
+        self.pid = os.getpid()
+        self.closed = False
+        self.stuck = False  # a fork's child holding a copy it could not close
+
+    def forked(self) -> None:
+        """In a fork's child, before anything else runs: close the copies of the
+        parent's connections, so that the child's own are the only ones SQLite
+        counts. SQLite keeps one record of locks a file for the whole process, and
+        the copies' record says the file's locks are held, which the child's kernel
+        does not know: a connection opened beside them takes no lock, and the
+        parent's close then finds itself the file's last user and deletes its WAL
+        under the child's writes. A copy inside a transaction (another thread of the
+        parent was in one at the fork) cannot be closed safely: rolling it back
+        would change the WAL index the parent's thread is writing. The store then
+        refuses to work in the child."""
+        self.lock, self.pid = threading.Lock(), os.getpid()  # the old one may be held
+        copies, self.all, self.idle = self.all, set(), []
+        for db in copies:
+            if db.in_transaction:
+                _INHERITED.append(db)
+                self.stuck = True
+            else:
+                db.close()
+
+    def take(self) -> sqlite3.Connection | None:
+        """An idle connection, or None (open one and :meth:`add` it)."""
+        with self.lock:
+            if self.closed:
+                raise BackendUnavailableError("the store is closed")
+            if self.stuck:
+                raise ConfigurationError(
+                    "this process was forked while another thread was inside a SQLite "
+                    "transaction on this store: SQLite connections cannot cross a fork, "
+                    "and that one could not be closed here; fork when no thread is "
+                    "using the store, or use the 'spawn' start method")
+            return self.idle.pop() if self.idle else None
+
+    def add(self, db: sqlite3.Connection) -> None:
+        with self.lock:
+            self.all.add(db)
+
+    def give_back(self, db: sqlite3.Connection) -> None:
+        """The finalizer of a thread's :class:`Lease`: keep its connection idle, or
+        close it if the store is closed, enough are idle, or a transaction was left
+        open on it (a read abandoned half way). One not in ``all`` was closed with the
+        store or at a fork. In a fork's child, the parent's threads' leases go
+        before :meth:`forked` runs: nothing to do, :meth:`forked` closes them."""
+        if self.pid != os.getpid():
+            return
+        with self.lock:
+            if db not in self.all:
+                return
+            if not self.closed and not db.in_transaction and len(self.idle) < IDLE:
+                self.idle.append(db)
+                return
+            self.all.discard(db)
+        db.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            for db in self.all:
+                db.close()
+            self.all.clear()
+            self.idle.clear()
+
+
+def _forked() -> None:
+    """In a fork's child: each open store drops its connections (:meth:`Connections.
+    forked`) and the forking thread's lease, so its next call opens its own."""
+    for store in list(_OPEN):
+        store.forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+class Lease:
+    """Kept in a thread's locals only: when the thread ends, it goes, and its finalizer
+    gives the thread's connection back (:meth:`Connections.give_back`)."""
+
+    __slots__ = ("__weakref__",)

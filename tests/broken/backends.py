@@ -6,15 +6,21 @@ built on the real backends and change only the one thing that makes them wrong.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import redis.asyncio
+import redis.exceptions
+
 from memvault.backends.base import Stored, Write
 from memvault.backends.engine import Node, Row
 from memvault.backends.memory import MemoryBackend
+from memvault.backends.redis import AsyncRedisBackend, settings
 from memvault.backends.sqlite import SqliteBackend
 from memvault.backends.sqlite_schema import rowid_of
 from memvault.errors import SnapshotNotFoundError
@@ -157,3 +163,33 @@ class AckBeforeCommit(SqliteBackend):
                 self._timer.cancel()
             self._pending = []  # acknowledged, never committed
         super().close()
+
+
+class _KeepsCancelledReply(redis.asyncio.Connection):
+    """A connection that, cancelled while it waits for a reply, stays open with that
+    reply still to come, as redis-py's asyncio connections did before 4.5.3: the pool
+    hands it to the next command, which reads the cancelled command's reply as its own.
+    (The pool's check for data already waiting on a connection it hands out catches
+    only the replies that have arrived by then.)"""
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().read_response(*args, **{**kwargs, "disconnect_on_error": False})
+        except asyncio.CancelledError:
+            raise  # the bug: the connection goes back to the pool, reply unread
+        except redis.exceptions.ResponseError:
+            raise  # an error reply, read whole: the connection stays, as in redis-py
+        except BaseException:
+            await self.disconnect(nowait=True)
+            raise
+
+
+class RedisRepliesLeftOnConnection(AsyncRedisBackend):
+    """The async Redis backend on connections that keep a cancelled command's reply
+    for their next user (the redis-py bug behind ChatGPT's 2023 leak of other users'
+    conversation titles): after a timeout, one session reads another's messages."""
+
+    def __init__(self, url: str, **options: Any) -> None:
+        config = settings(url, **options)
+        super().__init__(dataclasses.replace(
+            config, client={**config.client, "connection_class": _KeepsCancelledReply}))

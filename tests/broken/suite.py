@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from hypothesis import Phase, settings
 
-from memvault.testing import StoreContract
+from memvault.testing import AsyncStoreContract, StoreContract
 from tests.broken import backends
+from tests.support.redis import RedisContract
 
 # A broken backend is expected to fail: finding the failure is the point, shrinking
 # it to the shortest example would only cost minutes.
@@ -60,3 +61,9 @@ class TestSnapshotTtlNotRefreshed(StoreContract):
     @pytest.fixture
     def backend_factory(self) -> Any:
         return backends.SnapshotTtlNotRefreshed
+
+
+class TestRedisRepliesLeftOnConnection(RedisContract, AsyncStoreContract):
+    @pytest.fixture
+    def async_backend_factory(self, store_url: str) -> Any:
+        return functools.partial(backends.RedisRepliesLeftOnConnection, store_url)

@@ -268,7 +268,7 @@ def _pool_args(s: PostgresSettings) -> dict[str, Any]:
             "kwargs": connection, "name": f"memvault:{s.schema}"}
 
 
-_PARENTS: list[ConnectionPool] = []  # a fork's child: the parent's pools (_own_pool)
+_PARENTS: list[Any] = []  # a fork's child: the parent's pools (_own_pool)
 
 
 class PostgresBackend:
@@ -411,6 +411,7 @@ class AsyncPostgresBackend:
         self._opening = asyncio.Lock()
         self._open = False
         self._closed = False
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"AsyncPostgresBackend({self.settings.where!r}, schema={self.settings.schema!r})"
@@ -424,7 +425,17 @@ class AsyncPostgresBackend:
                 await self._pool.open()
                 self._open = True
 
+    def _own_pool(self) -> None:
+        """In a fork's child (as :meth:`PostgresBackend._own_pool`): a pool of its
+        own, opened on the child's event loop at its first call."""
+        _PARENTS.append(self._pool)
+        self._pool = AsyncConnectionPool(self.settings.conninfo, open=False,
+                                         **_pool_args(self.settings))
+        self._opening, self._open, self._pid = asyncio.Lock(), False, os.getpid()
+
     async def _run(self, call: Call[T]) -> T:
+        if self._pid != os.getpid():
+            self._own_pool()
         if not self._open:
             await self._start()
         lost = False
@@ -527,6 +538,8 @@ class AsyncPostgresBackend:
                                  self._run)
 
     async def close(self) -> None:
+        if self._pid != os.getpid():
+            self._own_pool()
         async with self._opening:
             self._closed = True
             if self._open:

@@ -34,6 +34,7 @@ Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -466,6 +467,9 @@ class RedisBackend:
         self._client.close()
 
 
+_PARENTS: list[Any] = []  # a fork's child: the parent's async clients (_own_client)
+
+
 class AsyncRedisBackend:
     """The asynchronous backend: one ``redis.asyncio`` client, used from one event loop."""
 
@@ -475,13 +479,23 @@ class AsyncRedisBackend:
         self._cluster = config.cluster
         kind = redis.asyncio.cluster.RedisCluster if config.cluster else redis.asyncio.Redis
         no_retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
-        self._client: Any = _connect(
-            lambda: kind.from_url(config.url, retry=no_retry, **config.client), config.shown)
+        self._new_client = lambda: kind.from_url(config.url, retry=no_retry, **config.client)
+        self._client: Any = _connect(self._new_client, config.shown)
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"AsyncRedisBackend({self._shown!r})"
 
+    def _own_client(self) -> None:
+        """In a fork's child: a client of its own (redis-py's sync pools do this by
+        themselves; ``redis.asyncio``'s connections stay bound to the parent's event
+        loop and sockets). The parent's is kept, never used or closed here."""
+        _PARENTS.append(self._client)
+        self._client, self._pid = _connect(self._new_client, self._shown), os.getpid()
+
     async def _send(self, request: Request) -> Any:
+        if self._pid != os.getpid():
+            self._own_client()
         if isinstance(request, Afterward):
             try:
                 return await self._send(request.eval)
@@ -605,6 +619,8 @@ class AsyncRedisBackend:
         return await self._run(self._ops.compact(keep_events, now, batch, progress))
 
     async def close(self) -> None:
+        if self._pid != os.getpid():
+            self._own_client()
         await self._client.aclose()
 
 

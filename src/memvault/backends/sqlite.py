@@ -213,7 +213,8 @@ class SqliteBackend(IndexedEngine):
         db = self._connect()
         cursor = self._local.cursor
         return Transaction(db, "IMMEDIATE" if write else "DEFERRED",
-                            SqliteTxn(db, cursor, self._local.lagging), cursor)
+                           SqliteTxn(db, cursor, self._local.lagging), cursor,
+                           self._connections)
 
     @staticmethod
     def _live_ids(txn: Txn, name: str, ids: Sequence[str],
@@ -236,10 +237,13 @@ class SqliteBackend(IndexedEngine):
         """The rows of one statement, outside any transaction: a single statement reads
         one consistent snapshot by itself (BEGIN and COMMIT would be two more round trips)."""
         db = self._connect()
+        self._connections.enter(db)
         try:
             return db.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
             raise driver_error(exc) from exc
+        finally:
+            self._connections.leave(db)
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
         """The engine's info as one statement (:meth:`_query`)."""
@@ -287,16 +291,18 @@ class SqliteBackend(IndexedEngine):
         beside the index, exactly as it will once they are indexed
         (:mod:`~memvault.backends.sqlite_lag`), and the next search indexes them."""
         db = self._connect()
+        self._connections.enter(db)
         try:
-            if db.execute("SELECT EXISTS (SELECT 1 FROM sessions WHERE pending <> 0)"
-                          ).fetchone()[0] and not self._index_at_once(db):
-                self._local.lagging = True
-        except sqlite3.Error as exc:
-            raise driver_error(exc) from exc
-        try:
+            try:
+                if db.execute("SELECT EXISTS (SELECT 1 FROM sessions WHERE pending <> 0)"
+                              ).fetchone()[0] and not self._index_at_once(db):
+                    self._local.lagging = True
+            except sqlite3.Error as exc:
+                raise driver_error(exc) from exc
             return super().search(session_ids, terms, k, include_hidden, now)
         finally:
             self._local.lagging = False
+            self._connections.leave(db)
 
     def _index_at_once(self, db: sqlite3.Connection) -> bool:
         """Index the pending messages if the write lock can be had without waiting;

@@ -45,6 +45,9 @@ class Connections:
         self.pid = os.getpid()
         self.closed = False
         self.stuck = False  # a fork's child holding a copy it could not close
+        # the connections a call is running on, and how many calls (a search runs a
+        # transaction inside its own): each written only by the thread it is lent to
+        self.busy: dict[sqlite3.Connection, int] = {}
 
     def forked(self) -> None:
         """In a fork's child, before anything else runs: close the copies of the
@@ -58,7 +61,7 @@ class Connections:
         would change the WAL index the parent's thread is writing. The store then
         refuses to work in the child."""
         self.lock, self.pid = threading.Lock(), os.getpid()  # the old one may be held
-        copies, self.all, self.idle = self.all, set(), []
+        copies, self.all, self.idle, self.busy = self.all, set(), [], {}
         for db in copies:
             if db.in_transaction:
                 _INHERITED.append(db)
@@ -100,13 +103,36 @@ class Connections:
             self.all.discard(db)
         db.close()
 
+    def enter(self, db: sqlite3.Connection) -> None:
+        """Before a call runs on ``db`` (by the thread it is lent to): marks it in use,
+        then raises if the store is closed (a close that did not see the mark has set
+        ``closed`` first, and may have closed ``db``)."""
+        self.busy[db] = self.busy.get(db, 0) + 1
+        if self.closed:
+            self.leave(db)
+            raise BackendUnavailableError("the store is closed")
+
+    def leave(self, db: sqlite3.Connection) -> None:
+        """After the call: the connection of a store closed meanwhile is closed now,
+        by its own thread, out of the call."""
+        count = self.busy.pop(db) - 1
+        if count:
+            self.busy[db] = count
+        elif self.closed:
+            db.close()
+
     def close(self) -> None:
+        """Close every connection no call is running on. One a call is running on
+        (in another thread) is closed by that thread when the call ends
+        (:meth:`leave`): closing a connection under a running statement crashes the
+        interpreter."""
         with self.lock:
             self.closed = True
-            for db in self.all:
-                db.close()
+            quiet = [db for db in self.all if db not in self.busy]
             self.all.clear()
             self.idle.clear()
+        for db in quiet:
+            db.close()
 
 
 def _forked() -> None:

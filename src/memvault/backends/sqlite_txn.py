@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.engine import Node, Row, decoded, json_object
+from memvault.backends.sqlite_connections import Connections
 from memvault.backends.sqlite_lag import ranked
 from memvault.backends.sqlite_schema import (
     ANCESTORS,
@@ -143,15 +144,25 @@ class Begin:
 
 class Transaction(Begin):
     """An engine's transaction (:meth:`SqliteBackend.transaction`): :class:`Begin` with
-    its primitives, the driver's errors raised as memvault's (:func:`driver_error`)."""
+    its primitives, the driver's errors raised as memvault's (:func:`driver_error`),
+    and the connection marked in use while it runs (:meth:`Connections.enter`)."""
 
-    __slots__ = ()
+    __slots__ = ("_conns",)
+
+    def __init__(self, db: sqlite3.Connection, mode: str, txn: SqliteTxn,
+                 cursor: sqlite3.Cursor, conns: Connections) -> None:
+        super().__init__(db, mode, txn, cursor)
+        self._conns = conns
 
     def __enter__(self) -> SqliteTxn:
+        self._conns.enter(self._db)
         try:
             self._run(self._begin)
-        except sqlite3.Error as exc:
-            raise driver_error(exc) from exc
+        except BaseException as exc:
+            self._conns.leave(self._db)
+            if isinstance(exc, sqlite3.Error):
+                raise driver_error(exc) from exc
+            raise
         txn: SqliteTxn = self._txn
         return txn
 
@@ -161,6 +172,8 @@ class Transaction(Begin):
             super().__exit__(kind, exc, tb)
         except sqlite3.Error as err:
             raise driver_error(err) from err
+        finally:
+            self._conns.leave(self._db)
         if isinstance(exc, sqlite3.Error):
             raise driver_error(exc) from exc
 

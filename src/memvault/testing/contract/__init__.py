@@ -8,15 +8,17 @@ fork, compact), ``WritesContract`` (idempotency, compare-and-set), ``SnapshotsCo
 test embedder :class:`ConceptEmbedder`), ``VersionsContract``
 (``history(at_version=N)``), ``PagingContract`` (``sessions_page``),
 ``SerializationContract``, ``CorruptionContract`` (damaged data is loud),
-``InputsContract``, ``ConcurrencyContract``, ``DurabilityContract`` (reopen),
-``TtlContract``, ``FaultsContract`` (errors and retries) and ``ModelContract``
-(against the reference).
+``InputsContract``, ``ConcurrencyContract``, ``CancellationContract`` (cancelled
+async calls: turns whole, retries once, no session's data to another; async face
+only), ``DurabilityContract`` (reopen), ``TtlContract``, ``FaultsContract`` (errors
+and retries) and ``ModelContract`` (against the reference).
 """
 
 from __future__ import annotations
 
 from memvault.testing.contract.base import ALL_CAPABILITIES, ContractBase
 from memvault.testing.contract.basics import BasicsContract
+from memvault.testing.contract.cancellation import CancellationContract
 from memvault.testing.contract.concurrency import ConcurrencyContract
 from memvault.testing.contract.corruption import CHAIN_DAMAGE, CorruptionContract
 from memvault.testing.contract.durability import DurabilityContract
@@ -47,6 +49,7 @@ class StoreContract(
     CorruptionContract,
     InputsContract,
     ConcurrencyContract,
+    CancellationContract,
     DurabilityContract,
     TtlContract,
     FaultsContract,
@@ -68,6 +71,7 @@ __all__ = [
     "CHAIN_DAMAGE",
     "AsyncStoreContract",
     "BasicsContract",
+    "CancellationContract",
     "ConceptEmbedder",
     "ConcurrencyContract",
     "ContractBase",

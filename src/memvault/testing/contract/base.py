@@ -22,7 +22,8 @@ class ContractBase:
     Provide a ``store_url`` fixture that names an empty store (a fresh file, a
     flushed database, a new schema), or, for a backend no URL scheme reaches, a
     ``backend_factory`` fixture returning a picklable callable that opens the
-    backend on an empty store (see :class:`~memvault.testing.Opener`). Every call
+    backend on an empty store (see :class:`~memvault.testing.Opener`), and for a
+    native async backend an ``async_backend_factory`` (the async face uses it). Every call
     of the ``opener`` fixture then opens a new connection to that same store;
     worker processes receive it pickled.
 
@@ -46,11 +47,20 @@ class ContractBase:
         return None
 
     @pytest.fixture
-    def store_url(self, backend_factory: BackendFactory | None) -> str:
-        if backend_factory is None:
+    def async_backend_factory(self) -> BackendFactory | None:
+        """Like ``backend_factory``, returning a native async backend (the
+        :class:`~memvault.backends.base.AsyncBackend` protocol) for the async face;
+        None: the async face runs ``backend_factory``'s backend on worker threads."""
+        return None
+
+    @pytest.fixture
+    def store_url(self, backend_factory: BackendFactory | None,
+                  async_backend_factory: BackendFactory | None) -> str:
+        factory = backend_factory or async_backend_factory
+        if factory is None:
             pytest.fail("the test class must define a `store_url` fixture naming an empty "
                         "store, or a `backend_factory` fixture")
-        return f"factory:{getattr(backend_factory, '__qualname__', type(backend_factory).__name__)}"
+        return f"factory:{getattr(factory, '__qualname__', type(factory).__name__)}"
 
     @pytest.fixture
     def store_options(self) -> dict[str, Any]:
@@ -59,9 +69,11 @@ class ContractBase:
 
     @pytest.fixture
     def opener(self, store_url: str, store_options: dict[str, Any],
-               backend_factory: BackendFactory | None) -> Opener:
+               backend_factory: BackendFactory | None,
+               async_backend_factory: BackendFactory | None) -> Opener:
         """Opens a new handle on the test's store at each call; picklable."""
-        return Opener(store_url, self.face, store_options, backend_factory)  # type: ignore[arg-type]
+        return Opener(store_url, self.face, store_options,  # type: ignore[arg-type]
+                      backend_factory, async_backend_factory)
 
     @pytest.fixture
     def store(self, opener: Opener) -> Iterator[Any]:

@@ -25,6 +25,7 @@ from memvault import BackendError, ConfigurationError, Message
 from memvault.backends.postgres import migrate, settings
 from memvault.testing import (
     BasicsContract,
+    CancellationContract,
     ConcurrencyContract,
     DurabilityContract,
     FaultsContract,
@@ -266,13 +267,14 @@ class BouncerContract(PostgresContract):
     """The PostgreSQL contract, the store URL going through PgBouncer (transaction
     mode) with ``?prepared_statements=false``; worker processes open it too.
 
-    Only the parts that drive every kind of call, from threads and processes: the
-    whole contract (both faces) passes through PgBouncer too, with the three skips it
-    has without (493 passed), but took 7.5 minutes on the 2-core CI machine, a schema
-    made and migrated per test through two server connections. Nothing in the parts
-    left out (inputs, serialization, corruption, TTL, paging, search, summaries,
-    vectors, versions) concerns a pooler more than what is kept; search and paging
-    run in the tests above, from threads and tasks.
+    Only the parts that drive every kind of call, from threads and processes, and
+    cancelled async calls. The whole contract (both faces) passed through PgBouncer
+    too, with the three skips it has without (493 passed, before the cancellation
+    part joined it), but took 7.5 minutes on the 2-core CI machine, a schema made and
+    migrated per test through two server connections. Nothing in the parts left out
+    (inputs, serialization, corruption, TTL, paging, search, summaries, vectors,
+    versions) concerns a pooler more than what is kept; search and paging run in the
+    tests above, from threads and tasks.
     """
 
     @pytest.fixture
@@ -287,5 +289,5 @@ class TestBouncer(BouncerContract, BasicsContract, WritesContract, SnapshotsCont
 
 
 class TestBouncerAsync(BouncerContract, BasicsContract, WritesContract, SnapshotsContract,
-                       ConcurrencyContract, ModelContract):
+                       ConcurrencyContract, CancellationContract, ModelContract):
     face = "async"

@@ -27,13 +27,15 @@ from memvault.model import (
 from memvault.paging import SessionPage, check_page, page_of
 from memvault.sansio import drive_async
 from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
-from memvault.store import Options, split_options
+from memvault.store import Options, refuse_pickling, split_options
 from memvault.urls import open_async_backend, redact
 from memvault.vectors import Index, depth, reclaim, request, stores_vectors, vector_store
 
 
 class AsyncSession:
     """The async twin of :class:`memvault.Session`; see it for each method's contract."""
+
+    __reduce__ = refuse_pickling
 
     def __init__(self, store: AsyncStore, session_id: str) -> None:
         self._opts = store.options
@@ -122,6 +124,8 @@ class AsyncSession:
 # The async twin of store.Store: alike in shape only (each method awaits the backend).
 class AsyncStore:
     """The async twin of :class:`memvault.Store`; use with ``async with``."""
+
+    __reduce__ = refuse_pickling
 
     def __init__(self, backend: AsyncBackend, options: Options) -> None:
         self.backend = backend

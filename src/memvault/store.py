@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from memvault.backends.base import Backend, Stored, Write
 from memvault.embedders import as_embedder
@@ -63,6 +63,14 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 MAX_TTL = 100 * 365.25 * 86400
 """The longest ttl (100 years, in seconds): any later expiry could not be shown as a date."""
+
+
+def refuse_pickling(self: object) -> NoReturn:
+    """``__reduce__`` of a store or session: it holds open connections, which no other
+    process can use."""
+    raise TypeError(
+        f"a memvault {type(self).__name__} cannot be pickled (it holds open connections): "
+        "pass the store's URL and options to the other process and open it there")
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,8 @@ class Session:
         store: the store it belongs to.
         session_id: any non-empty string up to ``limits.max_session_id`` characters.
     """
+
+    __reduce__ = refuse_pickling
 
     def __init__(self, store: Store, session_id: str) -> None:
         self._opts = store.options
@@ -402,6 +412,8 @@ class Session:
 # (all logic is in Options and the backend), so only their shape repeats.
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
+
+    __reduce__ = refuse_pickling
 
     def __init__(self, backend: Backend, options: Options) -> None:
         self.backend = backend

@@ -23,7 +23,7 @@ from memvault.backends.base import Backend
 from memvault.backends.engine import Node, Row
 from memvault.backends.lexical import IndexedEngine, WordIndex
 from memvault.backends.url import read_options, redact
-from memvault.errors import ConfigurationError
+from memvault.errors import BackendUnavailableError, ConfigurationError
 from memvault.model import Event, Snapshot
 
 PROCESS_LOCAL = True
@@ -179,11 +179,19 @@ class MemoryBackend(IndexedEngine):
         self._index = WordIndex()
         self._vectors = _Vectors()
         self._lock = threading.Lock()
+        self._closed = False
 
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[_MemoryTxn]:
         with self._lock:
+            if self._closed:
+                raise BackendUnavailableError("the store is closed")
             yield _MemoryTxn(self._data, self._index, self._vectors)
+
+    def close(self) -> None:
+        """Refuse every later call, as the other backends do."""
+        with self._lock:
+            self._closed = True
 
 
 def open_backend(url: str, **options: Any) -> Backend:

@@ -344,6 +344,7 @@ class RedisBackend:
         no_retry = redis.retry.Retry(NoBackoff(), 0)
         self._client: Any = _connect(
             lambda: kind.from_url(config.url, retry=no_retry, **config.client), config.shown)
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"RedisBackend({self._shown!r})"
@@ -383,6 +384,8 @@ class RedisBackend:
             raise translate(exc, self._shown) from exc
 
     def _run(self, op: Op[T]) -> T:
+        if self._closed:  # redis-py's client would connect again
+            raise BackendUnavailableError("the store is closed")
         return drive(op, self._send)
 
     def vector_space(self) -> str | None:
@@ -464,6 +467,7 @@ class RedisBackend:
         return self._run(self._ops.compact(keep_events, now, batch, progress))
 
     def close(self) -> None:
+        self._closed = True
         self._client.close()
 
 
@@ -482,6 +486,7 @@ class AsyncRedisBackend:
         self._new_client = lambda: kind.from_url(config.url, retry=no_retry, **config.client)
         self._client: Any = _connect(self._new_client, config.shown)
         self._pid = os.getpid()
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"AsyncRedisBackend({self._shown!r})"
@@ -539,6 +544,8 @@ class AsyncRedisBackend:
             raise translate(exc, self._shown) from exc
 
     async def _run(self, op: Op[T]) -> T:
+        if self._closed:  # as RedisBackend._run
+            raise BackendUnavailableError("the store is closed")
         return await drive_async(op, self._send)
 
     async def vector_space(self) -> str | None:
@@ -619,6 +626,7 @@ class AsyncRedisBackend:
         return await self._run(self._ops.compact(keep_events, now, batch, progress))
 
     async def close(self) -> None:
+        self._closed = True
         if self._pid != os.getpid():
             self._own_client()
         await self._client.aclose()

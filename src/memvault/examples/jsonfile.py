@@ -33,7 +33,7 @@ from typing import Any
 from memvault.backends.base import Backend
 from memvault.backends.engine import Engine, Node, Row
 from memvault.backends.url import read_options, redact
-from memvault.errors import ConfigurationError
+from memvault.errors import BackendUnavailableError, ConfigurationError
 from memvault.model import Event, Snapshot, utc
 
 _ROW = ("head", "depth", "base", "version", "next_node", "created_at", "updated_at",
@@ -168,9 +168,15 @@ class JsonFileBackend(Engine):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True  # later calls raise, as every memvault store's do
 
     @contextlib.contextmanager
     def transaction(self, write: bool) -> Iterator[JsonTxn]:
+        if self._closed:
+            raise BackendUnavailableError("the store is closed")
         fd = os.open(self._lock_path, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if write else fcntl.LOCK_SH)

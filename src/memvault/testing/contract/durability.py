@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from memvault.errors import BackendUnavailableError
 from memvault.messages import Message
 from memvault.testing.contract.base import ContractBase, users
 
@@ -48,3 +51,39 @@ class DurabilityContract(ContractBase):
         finally:
             writer.close()
             reader.close()
+
+    def test_a_closed_store_refuses_every_call(self, opener: Any) -> None:
+        """After ``close()`` every call raises ``BackendUnavailableError`` ("the store
+        is closed") and writes nothing, on a handle made before the close too; a
+        second close does nothing. Failing: a store that goes on working after close
+        (Redis reconnected, memory kept serving) where another backend refuses: code
+        that runs on one backend breaks on the next."""
+        store = opener()
+        kept = store.session("s")
+        kept.append(users(2))
+        kept.snapshot("cp")
+        if self.face == "async":  # the proxy's own close also stops its event loop
+            store.run(store.target.close())
+        else:
+            store.close()
+        calls = {
+            "append": lambda: kept.append(users(1)),
+            "history": kept.history, "info": kept.info, "log": kept.log,
+            "snapshots": kept.snapshots, "pop": kept.pop,
+            "snapshot": lambda: kept.snapshot("later"),
+            "rollback": lambda: kept.rollback("cp"),
+            "a new handle's append": lambda: store.session("new").append(users(1)),
+            "sessions": store.sessions,
+        }
+        for name, call in calls.items():
+            with pytest.raises(BackendUnavailableError, match="closed"):
+                call()
+                pytest.fail(f"{name} worked on a closed store")
+        store.close()
+        if "persistent" in self.capabilities:
+            again = opener()
+            try:
+                assert len(again.session("s").history()) == 2
+                assert again.sessions() == ["s"]
+            finally:
+                again.close()

@@ -18,6 +18,18 @@ def test_the_ten_line_example_is_the_test_file_that_runs() -> None:
     assert len(code.strip().splitlines()) <= 12
 
 
+def test_every_contract_part_is_importable_from_the_toolkit() -> None:
+    """docs/testing.md says each part is a class in ``memvault.testing``: every one the
+    contract package exports is there (PagingContract was not)."""
+    import memvault.testing as toolkit
+    import memvault.testing.contract as contract
+
+    missing = [name for name in contract.__all__ if name not in toolkit.__all__]
+    assert missing == []
+    for name in contract.__all__:
+        assert getattr(toolkit, name) is getattr(contract, name)
+
+
 def test_every_part_and_public_name_is_documented() -> None:
     import memvault.testing as toolkit
 

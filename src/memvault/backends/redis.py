@@ -499,8 +499,6 @@ class AsyncRedisBackend:
         self._client, self._pid = _connect(self._new_client, self._shown), os.getpid()
 
     async def _send(self, request: Request) -> Any:
-        if self._pid != os.getpid():
-            self._own_client()
         if isinstance(request, Afterward):
             try:
                 return await self._send(request.eval)
@@ -546,6 +544,8 @@ class AsyncRedisBackend:
     async def _run(self, op: Op[T]) -> T:
         if self._closed:  # as RedisBackend._run
             raise BackendUnavailableError("the store is closed")
+        if self._pid != os.getpid():
+            self._own_client()
         return await drive_async(op, self._send)
 
     async def vector_space(self) -> str | None:

@@ -205,14 +205,14 @@ class ThreadedAsyncBackend:
                       include_hidden: bool, now: float) -> list[Match]:
         searching = cast(Searching, self.backend)
         return await self._thread(searching.search, session_ids, terms, k,
-                                       include_hidden, now)
+                                  include_hidden, now)
 
     async def append(
         self, session_id: str, records: Sequence[Record], expect_version: int | None,
         expect_message: str | None, w: Write,
     ) -> int:
         return await self._thread(self.backend.append, session_id, records,
-                                       expect_version, expect_message, w)
+                                  expect_version, expect_message, w)
 
     async def history(self, session_id: str, last: int | None, now: float,
                       full: bool = False) -> list[Stored]:
@@ -232,7 +232,7 @@ class ThreadedAsyncBackend:
     async def summarize(self, session_id: str, record: Record, through: str,
                         expect_version: int | None, w: Write) -> int:
         return await self._thread(self.backend.summarize, session_id, record, through,
-                                       expect_version, w)
+                                  expect_version, w)
 
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
         return await self._thread(self.backend.trim, session_id, keep_last, op, w)
@@ -280,7 +280,7 @@ class ThreadedAsyncBackend:
 
     async def set_vector_space(self, space: str, reset: bool) -> None:
         await self._thread(self.backend.set_vector_space,  # type: ignore[attr-defined]
-                                space, reset)
+                           space, reset)
 
     async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         return await self._thread(self.backend.get_vectors, keys)  # type: ignore[attr-defined]
@@ -296,4 +296,4 @@ class ThreadedAsyncBackend:
 
     async def node_bodies(self, session_id: str, now: float) -> list[str]:
         return await self._thread(self.backend.node_bodies,  # type: ignore[attr-defined]
-                                       session_id, now)
+                                  session_id, now)

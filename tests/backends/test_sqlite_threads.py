@@ -9,13 +9,14 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 import memvault
+from tests.support.forking import exit_code, run_in_child, start_child
 
 
 def open_files(path: Path) -> int:
@@ -168,27 +169,6 @@ def test_a_read_left_open_by_an_ended_thread_is_not_lent_again(tmp_path: Path) -
         reader.start()
         reader.join()
         assert seen == [2]
-
-
-def start_child(body: Callable[[], int]) -> int:
-    """Fork; the child runs ``body`` and exits with its code (1 if it raised)."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            code = body()
-        finally:
-            os._exit(code)
-    return pid
-
-
-def exit_code(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
-
-
-def run_in_child(body: Callable[[], int]) -> int:
-    return exit_code(start_child(body))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -11,6 +11,7 @@ import os
 import pytest
 
 import memvault
+from tests.support.forking import exit_code, run_in_child, start_child
 
 TURNS = 60
 
@@ -20,11 +21,6 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def turn(who: str, n: int) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"{who} {n}"},
             {"role": "assistant", "content": f"{who} {n} answered"}]
-
-
-def wait(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
 
 
 def test_a_parent_and_its_forked_child_write_at_once(any_store_url: str) -> None:
@@ -40,32 +36,27 @@ def test_a_parent_and_its_forked_child_write_at_once(any_store_url: str) -> None
     parent = store.session("parent")
     parent.append(turn("parent", -1))
     go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.read(go_r, 1)
-            child = store.session("child")
-            for n in range(TURNS):
-                child.append(turn("child", n))
-            code = 0 if len(child.history()) == 2 * TURNS else 2
-            store.close()
-        finally:
-            os._exit(code)
+
+    def child() -> int:
+        os.read(go_r, 1)
+        session = store.session("child")
+        for n in range(TURNS):
+            session.append(turn("child", n))
+        code = 0 if len(session.history()) == 2 * TURNS else 2
+        store.close()
+        return code
+
+    def closer() -> int:  # a child that only closes the store: its copy of it
+        store.close()
+        return 0
+
+    pid = start_child(child)
     try:
         os.write(go_w, b"1")
         for n in range(TURNS):
             parent.append(turn("parent", n))
-        assert wait(pid) == 0
-        closer = os.fork()
-        if closer == 0:  # a child that only closes the store: its copy of it
-            code = 1
-            try:
-                store.close()
-                code = 0
-            finally:
-                os._exit(code)
-        assert wait(closer) == 0
+        assert exit_code(pid) == 0
+        assert run_in_child(closer) == 0
         parent.append(turn("parent", TURNS))  # after both children closed the store
     finally:
         store.close()
@@ -96,19 +87,12 @@ def test_a_forked_child_uses_an_async_store(any_store_url: str) -> None:
     store = memvault.open_async(any_store_url)
     try:
         assert loop.run_until_complete(append(store, "parent", range(1))) == 2
-        pid = os.fork()
-        if pid == 0:
-            code = 1
+        async def child() -> int:
             try:
-                async def child() -> int:
-                    try:
-                        return await asyncio.wait_for(append(store, "child", range(TURNS)), 30)
-                    finally:
-                        await store.close()
-                code = 0 if asyncio.run(child()) == 2 * TURNS else 2
+                return await asyncio.wait_for(append(store, "child", range(TURNS)), 30)
             finally:
-                os._exit(code)
-        assert wait(pid) == 0
+                await store.close()
+        assert run_in_child(lambda: 0 if asyncio.run(child()) == 2 * TURNS else 2) == 0
         assert loop.run_until_complete(asyncio.wait_for(
             append(store, "parent", range(1, TURNS)), 30)) == 2 * TURNS
     finally:

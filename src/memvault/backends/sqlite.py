@@ -2,7 +2,9 @@
 
 WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so writers from any
 number of threads and processes are serialized by SQLite's own lock (waiting up to
-``busy_timeout``). Reads run in a deferred transaction: one consistent snapshot.
+``busy_timeout``); the threads of one process queue for it at the file's write gate
+first (``sqlite_connections.WriteGate``), so SQLite's busy handler, which polls,
+only ever waits for other processes. Reads run in a deferred transaction: one consistent snapshot.
 Each thread gets its own connection; when the thread ends, the next new thread gets it
 (a few are kept idle; others are closed), and a fork's child closes its copies of the
 parent's and opens its own (``sqlite_connections``). The schema version lives in
@@ -29,7 +31,14 @@ from urllib.parse import quote
 from memvault.backends.base import Backend, Match, Stored, Write
 from memvault.backends.engine import Row, Txn, check_chain
 from memvault.backends.lexical import IndexedEngine
-from memvault.backends.sqlite_connections import Connections, Lease, forget, watch
+from memvault.backends.sqlite_connections import (
+    Connections,
+    Lease,
+    WriteGate,
+    forget,
+    watch,
+    write_gate,
+)
 from memvault.backends.sqlite_schema import (
     FULL_LINEAR,
     HISTORY,
@@ -62,7 +71,9 @@ class SqliteBackend(IndexedEngine):
         path: the database file (created if missing; its folder must exist).
         durability: ``"full"`` (fsync every commit) or ``"normal"``.
         busy_timeout: seconds a writer waits for the lock before
-            :class:`~memvault.errors.BackendUnavailableError`.
+            :class:`~memvault.errors.BackendUnavailableError`: up to that long behind
+            this process's other writers, then up to that long behind other
+            processes'.
         mode: ``"rwc"`` (default: read, write, create the file) or ``"ro"``: read
             only, never creating or changing a file (a missing one is "no such store").
     """
@@ -85,6 +96,15 @@ class SqliteBackend(IndexedEngine):
         self._connections = Connections()
         watch(self)
         self._migrate()
+        self._gate = self._write_gate()
+
+    def _write_gate(self) -> WriteGate:
+        """The file's gate (:func:`write_gate`); a gate of its own for a store whose
+        file is gone (deleted under it: its writes fail in SQLite anyway)."""
+        try:
+            return write_gate(self.path)
+        except OSError:
+            return WriteGate()
 
     def _connect(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -123,6 +143,7 @@ class SqliteBackend(IndexedEngine):
         backends.sqlite_connections.watch`)."""
         self._connections.forked()
         self._local = threading.local()  # the forking thread's connection was a copy
+        self._gate = self._write_gate()  # the parent's may be held by another thread
 
     def _open(self, target: str) -> sqlite3.Connection:
         db = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
@@ -212,9 +233,9 @@ class SqliteBackend(IndexedEngine):
     def transaction(self, write: bool) -> Transaction:
         db = self._connect()
         cursor = self._local.cursor
-        return Transaction(db, "IMMEDIATE" if write else "DEFERRED",
-                           SqliteTxn(db, cursor, self._local.lagging), cursor,
-                           self._connections)
+        return Transaction(db, SqliteTxn(db, cursor, self._local.lagging), cursor,
+                           self._connections, self._gate if write else None,
+                           self._busy_ms / 1000)
 
     @staticmethod
     def _live_ids(txn: Txn, name: str, ids: Sequence[str],
@@ -308,7 +329,7 @@ class SqliteBackend(IndexedEngine):
         """Index the pending messages if the write lock can be had without waiting;
         False (nothing written) if it cannot: a read-only store, or another
         connection holds it (a search is a read: it never waits for a writer)."""
-        if self._read_only:
+        if self._read_only or not self._gate.try_enter():
             return False
         db.execute("PRAGMA busy_timeout = 0")
         try:
@@ -320,6 +341,7 @@ class SqliteBackend(IndexedEngine):
                 raise
             return False
         finally:
+            self._gate.leave()
             db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         return True
 

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from memvault.backends.engine import Node, Row, decoded, json_object
-from memvault.backends.sqlite_connections import Connections
+from memvault.backends.sqlite_connections import Connections, WriteGate
 from memvault.backends.sqlite_lag import ranked
 from memvault.backends.sqlite_schema import (
     ANCESTORS,
@@ -145,19 +145,28 @@ class Begin:
 class Transaction(Begin):
     """An engine's transaction (:meth:`SqliteBackend.transaction`): :class:`Begin` with
     its primitives, the driver's errors raised as memvault's (:func:`driver_error`),
-    and the connection marked in use while it runs (:meth:`Connections.enter`)."""
+    the connection marked in use while it runs (:meth:`Connections.enter`), and a
+    write begun only through the file's :class:`WriteGate` (waiting up to ``wait``
+    seconds there), held until it ends."""
 
-    __slots__ = ("_conns",)
+    __slots__ = ("_conns", "_gate", "_wait")
 
-    def __init__(self, db: sqlite3.Connection, mode: str, txn: SqliteTxn,
-                 cursor: sqlite3.Cursor, conns: Connections) -> None:
-        super().__init__(db, mode, txn, cursor)
-        self._conns = conns
+    def __init__(self, db: sqlite3.Connection, txn: SqliteTxn, cursor: sqlite3.Cursor,
+                 conns: Connections, gate: WriteGate | None, wait: float) -> None:
+        super().__init__(db, "DEFERRED" if gate is None else "IMMEDIATE", txn, cursor)
+        self._conns, self._gate, self._wait = conns, gate, wait
 
     def __enter__(self) -> SqliteTxn:
         self._conns.enter(self._db)
         try:
-            self._run(self._begin)
+            if self._gate is not None:
+                self._gate.enter(self._wait)
+            try:
+                self._run(self._begin)
+            except BaseException:
+                if self._gate is not None:
+                    self._gate.leave()
+                raise
         except BaseException as exc:
             self._conns.leave(self._db)
             if isinstance(exc, sqlite3.Error):
@@ -173,6 +182,8 @@ class Transaction(Begin):
         except sqlite3.Error as err:
             raise driver_error(err) from err
         finally:
+            if self._gate is not None:
+                self._gate.leave()
             self._conns.leave(self._db)
         if isinstance(exc, sqlite3.Error):
             raise driver_error(exc) from exc

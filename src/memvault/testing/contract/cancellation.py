@@ -39,6 +39,8 @@ STEPS = 240  # then each task's random appends and reads, each under a short tim
 SHORT_TRIES = 3  # an append's first tries under a short timeout; then PATIENCE
 PATIENCE = 10.0  # seconds: a store slower than this after a cancellation is wedged
 TRIES = 8  # an append not stored after this many tries is a failure
+MAX_TURNS = 100  # of the event loop, counted in a call (Redis: 4-10, PostgreSQL: 5-168)
+TOOL_OUTPUT = 32_000  # characters of tool output in each message (see _turn)
 RETRYABLE = (BackendUnavailableError, OutcomeUnknownError)
 
 
@@ -155,6 +157,19 @@ async def _stored(session: Any, batch: list[Message], pace: Pace, rng: random.Ra
     raise AssertionError(f"{batch[0].id} was not stored after {TRIES} tries")
 
 
+def _turn(writer: str, i: int) -> list[Message]:
+    """A turn carrying tool output, as agents' turns do. The size is what makes the
+    test find a leaking connection: the server takes longer to answer, so a
+    cancelled call's reply is in flight longer, and the next user of the connection
+    has it handed over before the reply arrives (a reply already waiting is caught
+    by the pool's check, which reconnects). Against the broken backend in
+    memvault's tests (tests/broken), the test failed in 30 runs of 30 with 32 KB
+    turns, and in 10 of 10 with both cores of the machine kept busy; with 20-byte
+    turns, in 19 of 20 (a CI run on main had passed it)."""
+    return [m.model_copy(update={"content": f"{m.content} {'~' * TOOL_OUTPUT}"})
+            for m in turn(writer, i)]
+
+
 def _check_read(writer: str, last: int, got: list[Message], stored: list[str]) -> None:
     ids = [m.id for m in got]
     foreign = [i for i in ids if not i.startswith(f"{writer}-")]
@@ -169,11 +184,11 @@ async def _converse(store: Any, writer: str, rng: random.Random, pace: Pace) -> 
     """One task owning session ``writer``: appends turns and reads its own history,
     each call under a short timeout. Returns the number of turns stored."""
     session = store.session(writer)
-    stored = [m.id for i in range(WARMUP) for m in turn(writer, i)]
+    stored = [m.id for i in range(WARMUP) for m in _turn(writer, i)]
     turns = WARMUP
     for _ in range(STEPS):
         if rng.random() < 0.5:
-            batch = turn(writer, turns)
+            batch = _turn(writer, turns)
             await _stored(session, batch, pace, rng)
             stored += [m.id for m in batch]
             turns += 1
@@ -188,13 +203,18 @@ async def _converse(store: Any, writer: str, rng: random.Random, pace: Pace) -> 
 
 
 async def _counting_turns(call: Awaitable[T]) -> tuple[T, int]:
-    """``call``'s result, and how many turns of the event loop it took."""
+    """``call``'s result, and how many turns of the event loop it took, up to
+    ``MAX_TURNS``: past them the loop waits for it without turning. A loop kept
+    turning holds the GIL from the threads a threaded backend's calls run on (each
+    takes it back only after the 5 ms switch interval): on memory:// the warm-up's
+    calls then took up to 0.6 s and 17,000 turns (capped, 31 ms), and on SQLite,
+    cancelled after as many turns, the test took 75 s (capped, 4.5 s)."""
     task = asyncio.ensure_future(call)
     turns = 0
-    while not task.done():
+    while not task.done() and turns < MAX_TURNS:
         await asyncio.sleep(0)
         turns += 1
-    return task.result(), turns
+    return await task, turns
 
 
 async def _warm_up(store: Any, writer: str) -> list[tuple[float, int]]:
@@ -204,7 +224,7 @@ async def _warm_up(store: Any, writer: str) -> list[tuple[float, int]]:
     session = store.session(writer)
     took = []
     for i in range(WARMUP):
-        for call in (session.append(turn(writer, i)), session.history(last=2)):
+        for call in (session.append(_turn(writer, i)), session.history(last=2)):
             start = time.perf_counter()
             _, turns = await _counting_turns(call)
             took.append((time.perf_counter() - start, turns))
@@ -250,13 +270,14 @@ async def _storm(store: Any, seed: int) -> Tally:
 
 class CancellationContract(ContractBase):
     def test_cancelled_calls_leave_every_session_whole_and_its_own(self, store: Any) -> None:
-        """8 tasks, each owning a session, append 2-message turns and read their own
-        history(last=N), every call under a short timeout (0 to twice the latency
-        measured under the same load); a cancelled append is retried with the same
-        messages until stored. Every read returns exactly the turns acknowledged so
-        far; afterwards each history is each turn once, whole, in order, with one
-        event per turn, and every session answers; the only errors are timeouts and
-        the retryable BackendUnavailableError/OutcomeUnknownError.
+        """8 tasks, each owning a session, append 2-message turns (32 KB of tool
+        output in each message) and read their own history(last=N), every call under
+        a short timeout or cancelled soon (see :class:`Pace`); a cancelled append is
+        retried with the same messages until stored. Every read returns exactly the
+        turns acknowledged so far; afterwards each history is each turn once, whole,
+        in order, with one event per turn, and every session answers; the only
+        errors are timeouts and the retryable BackendUnavailableError/
+        OutcomeUnknownError.
         Failing: "another session's messages", or any unexpected error: a cancelled
         command's reply was left on a pooled connection for its next user (the
         ChatGPT leak); "turn split" or DuplicateMessageError: an append stores a

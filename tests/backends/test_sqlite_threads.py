@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import memvault
+from memvault.testing.contract.concurrency import in_threads
 from tests.support.forking import exit_code, run_in_child, start_child
 
 
@@ -316,19 +317,15 @@ def test_threads_of_one_process_queue_for_the_write_lock(tmp_path: Path) -> None
     with memvault.open(url) as one, memvault.open(url) as other:
         errors: list[str] = []
 
-        def append_turns(store: memvault.Store, writer: str) -> None:
-            session = store.session(writer)
+        def append_turns(writer: tuple[memvault.Store, str]) -> None:
+            store, name = writer
+            session = store.session(name)
             for i in range(200):
                 try:
-                    session.append([{"role": "user", "content": f"{writer} {i}"}])
+                    session.append([{"role": "user", "content": f"{name} {i}"}])
                 except memvault.BackendUnavailableError as exc:
-                    errors.append(f"{writer} {i}: {exc}")
-        threads = [threading.Thread(target=append_turns, args=(store, f"w{k}"))
-                   for k, store in enumerate([one, other] * 4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+                    errors.append(f"{name} {i}: {exc}")
+        in_threads(append_turns, [(store, f"w{k}") for k, store in enumerate([one, other] * 4)])
         assert not errors, f"{len(errors)} appends failed: {errors[:3]}"
         assert [len(one.session(f"w{k}").history()) for k in range(8)] == [200] * 8
 

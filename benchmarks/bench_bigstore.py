@@ -80,8 +80,10 @@ class Stores:
 
 
 def bodies(index: int, per_session: int) -> list[str]:
-    return [json.dumps({"role": m.role, "content": m.content}, ensure_ascii=False)
-            for m in messages_of(index, per_session)]
+    return [
+        json.dumps({"role": m.role, "content": m.content}, ensure_ascii=False)
+        for m in messages_of(index, per_session)
+    ]
 
 
 # -- the backends -----------------------------------------------------------------------
@@ -93,16 +95,19 @@ def sqlite_stores(folder: Path) -> Iterator[Stores]:
 
     def fill(first: int, last: int, per: int) -> None:
         raw.db.execute("BEGIN")
-        raw.db.executemany("INSERT INTO messages (session, body) VALUES (?, ?)",
-                           ((session_id(i), b) for i in range(first, last)
-                            for b in bodies(i, per)))
+        raw.db.executemany(
+            "INSERT INTO messages (session, body) VALUES (?, ?)",
+            ((session_id(i), b) for i in range(first, last) for b in bodies(i, per)),
+        )
         raw.db.execute("COMMIT")
 
     def churn(deleted: list[str], popped: list[str]) -> None:
         raw.db.execute("BEGIN")
         raw.db.executemany("DELETE FROM messages WHERE session = ?", ((s,) for s in deleted))
-        raw.db.executemany("DELETE FROM messages WHERE id = (SELECT max(id) FROM messages"
-                           " WHERE session = ?)", ((s,) for s in popped))
+        raw.db.executemany(
+            "DELETE FROM messages WHERE id = (SELECT max(id) FROM messages WHERE session = ?)",
+            ((s,) for s in popped),
+        )
         raw.db.execute("COMMIT")
 
     def size(which: str) -> int:
@@ -115,8 +120,18 @@ def sqlite_stores(folder: Path) -> Iterator[Stores]:
     big = memvault.open(f"sqlite:///{folder}/big.db", **options)
     empty = memvault.open(f"sqlite:///{folder}/empty.db", **options)
     try:
-        yield Stores("SQLite", "raw sqlite3", big, empty, raw, f"sqlite:///{folder}/big.db",
-                     options, fill, churn, size)
+        yield Stores(
+            "SQLite",
+            "raw sqlite3",
+            big,
+            empty,
+            raw,
+            f"sqlite:///{folder}/big.db",
+            options,
+            fill,
+            churn,
+            size,
+        )
     finally:
         big.close()
         empty.close()
@@ -173,7 +188,7 @@ def redis_stores(url: str) -> Iterator[Stores]:
         for which in prefixes:
             batch = list(keys(which))
             for at in range(0, len(batch), 1000):
-                client.unlink(*batch[at:at + 1000])
+                client.unlink(*batch[at : at + 1000])
         client.close()
 
 
@@ -195,37 +210,43 @@ def postgres_stores(url: str) -> Iterator[Stores]:
         for at in range(first, last, 500):
             ids = [session_id(i) for i in range(at, min(at + 500, last)) for _ in range(per)]
             texts = [b for i in range(at, min(at + 500, last)) for b in bodies(i, per)]
-            raw.db.execute(sql.SQL("INSERT INTO {} (session, body) SELECT * FROM"
-                                   " unnest(%s::text[], %s::text[])").format(table),
-                           (ids, texts))
+            raw.db.execute(
+                sql.SQL(
+                    "INSERT INTO {} (session, body) SELECT * FROM unnest(%s::text[], %s::text[])"
+                ).format(table),
+                (ids, texts),
+            )
 
     def churn(deleted: list[str], popped: list[str]) -> None:
-        raw.db.execute(sql.SQL("DELETE FROM {} WHERE session = ANY(%s)").format(table),
-                       (deleted,))
-        raw.db.execute(sql.SQL("DELETE FROM {t} WHERE (session, id) IN (SELECT session,"
-                               " max(id) FROM {t} WHERE session = ANY(%s) GROUP BY session)")
-                       .format(t=table), (popped,))
+        raw.db.execute(sql.SQL("DELETE FROM {} WHERE session = ANY(%s)").format(table), (deleted,))
+        raw.db.execute(
+            sql.SQL(
+                "DELETE FROM {t} WHERE (session, id) IN (SELECT session,"
+                " max(id) FROM {t} WHERE session = ANY(%s) GROUP BY session)"
+            ).format(t=table),
+            (popped,),
+        )
 
     def size(which: str) -> int:
         row: Any = admin.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN"
             " pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND"
-            " c.relkind = 'r'", (names[which],)).fetchone()
+            " c.relkind = 'r'",
+            (names[which],),
+        ).fetchone()
         return int(row[0])
 
     options = {"schema": names["big"]}
     big = memvault.open(url, **options)
     empty = memvault.open(url, schema=names["empty"])
     try:
-        yield Stores("PostgreSQL", "raw psycopg", big, empty, raw, url, options, fill, churn,
-                     size)
+        yield Stores("PostgreSQL", "raw psycopg", big, empty, raw, url, options, fill, churn, size)
     finally:
         big.close()
         empty.close()
         raw.db.close()
         for name in names.values():
-            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
         admin.close()
 
 
@@ -254,24 +275,39 @@ def step(st: Stores, label: str, calls: int, warmup: int, runs: int) -> list[Com
         "append": [
             Candidate(st.raw_name, lambda i: st.raw.append("append", turn_pairs(i))),
             Candidate(EMPTY, lambda i: append_empty.append(mv_turn(i))),
-            Candidate(MEMVAULT, lambda i: append_big.append(mv_turn(i)))],
+            Candidate(MEMVAULT, lambda i: append_big.append(mv_turn(i))),
+        ],
         "history(last=20)": [
             Candidate(st.raw_name, lambda i: st.raw.history(PROBE, 20)),
             Candidate(EMPTY, lambda i: empty.history(last=20)),
-            Candidate(MEMVAULT, lambda i: big.history(last=20))],
-        "info": [Candidate(EMPTY, lambda i: empty.info()),
-                 Candidate(MEMVAULT, lambda i: big.info())],
+            Candidate(MEMVAULT, lambda i: big.history(last=20)),
+        ],
+        "info": [
+            Candidate(EMPTY, lambda i: empty.info()),
+            Candidate(MEMVAULT, lambda i: big.info()),
+        ],
         "snapshot": [
             Candidate(st.raw_name, lambda i: st.raw.snapshot(PROBE, f"{tag}-{i}")),
             Candidate(EMPTY, lambda i: empty.snapshot(f"{tag}-{i}")),
-            Candidate(MEMVAULT, lambda i: big.snapshot(f"{tag}-{i}"))],
+            Candidate(MEMVAULT, lambda i: big.snapshot(f"{tag}-{i}")),
+        ],
         "rollback": [
             Candidate(st.raw_name, lambda i: st.raw.rollback(PROBE, "base", f"{tag}-r{i}")),
             Candidate(EMPTY, lambda i: empty.rollback("base")),
-            Candidate(MEMVAULT, lambda i: big.rollback("base"))],
+            Candidate(MEMVAULT, lambda i: big.rollback("base")),
+        ],
     }
-    return [compare(f"{st.name} {op} — {label}", cands, baseline=EMPTY, calls=calls,
-                    warmup=warmup, runs=runs) for op, cands in ops.items()]
+    return [
+        compare(
+            f"{st.name} {op} — {label}",
+            cands,
+            baseline=EMPTY,
+            calls=calls,
+            warmup=warmup,
+            runs=runs,
+        )
+        for op, cands in ops.items()
+    ]
 
 
 def churn(st: Stores, sessions: int) -> str:
@@ -290,15 +326,19 @@ def churn(st: Stores, sessions: int) -> str:
         session.rollback("churn")
     stats = st.big.compact()
     st.raw_churn(deleted, popped)
-    return (f"churn: {len(deleted):,} sessions deleted, {len(popped):,} popped, "
-            f"{len(rolled):,} rolled back, compact() -> {stats} "
-            f"({time.monotonic() - start:.0f} s)")
+    return (
+        f"churn: {len(deleted):,} sessions deleted, {len(popped):,} popped, "
+        f"{len(rolled):,} rolled back, compact() -> {stats} "
+        f"({time.monotonic() - start:.0f} s)"
+    )
 
 
 def per_message(st: Stores, held: int, base: dict[str, int]) -> dict[str, float]:
     """Bytes per message held, each store's size when it held nothing subtracted."""
-    return {who: (st.size(which) - base[which]) / held
-            for who, which in (("memvault", "big"), ("raw", "raw"))}
+    return {
+        who: (st.size(which) - base[which]) / held
+        for who, which in (("memvault", "big"), ("raw", "raw"))
+    }
 
 
 def backend(st: Stores, args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any]]]:
@@ -316,22 +356,39 @@ def backend(st: Stores, args: argparse.Namespace) -> tuple[list[str], list[dict[
         st.raw_fill(done, upto, per)
         raw_seconds = time.monotonic() - started
         done = upto
-        out.append(f"- grown to {upto * per:,} messages: memvault {made}; raw bulk fill "
-                   f"{raw_seconds:.0f} s; load average {load()}")
+        out.append(
+            f"- grown to {upto * per:,} messages: memvault {made}; raw bulk fill "
+            f"{raw_seconds:.0f} s; load average {load()}"
+        )
         label = f"{upto * per:,} messages"
         # held: the generated sessions, the probe, and the turns appended by earlier steps
-        sizes = per_message(st, upto * per + 100 + 2 * n * (args.warmup + args.calls * args.runs),
-                            base)
+        sizes = per_message(
+            st, upto * per + 100 + 2 * n * (args.warmup + args.calls * args.runs), base
+        )
         if n == len(steps) - 1:
             out.append(f"- {churn(st, upto)}")
             label += " after churn"
         cmps = step(st, label, args.calls, args.warmup, args.runs)
-        points.append({"messages": upto * per, "label": label, "bytes": sizes,
-                       "p50": {c.title.split(" — ")[0]: {k[1]: r.p50 for k, r in
-                                                        c.results.items()} for c in cmps}})
-        out += ["", f"### {label}", "", markdown_table(cmps),
-                f"Bytes per message: memvault {sizes['memvault']:,.0f}, {st.raw_name} "
-                f"{sizes['raw']:,.0f} ({sizes['memvault'] / sizes['raw']:.2f}x raw)", ""]
+        points.append(
+            {
+                "messages": upto * per,
+                "label": label,
+                "bytes": sizes,
+                "p50": {
+                    c.title.split(" — ")[0]: {k[1]: r.p50 for k, r in c.results.items()}
+                    for c in cmps
+                },
+            }
+        )
+        out += [
+            "",
+            f"### {label}",
+            "",
+            markdown_table(cmps),
+            f"Bytes per message: memvault {sizes['memvault']:,.0f}, {st.raw_name} "
+            f"{sizes['raw']:,.0f} ({sizes['memvault'] / sizes['raw']:.2f}x raw)",
+            "",
+        ]
         print(f" {st.name} {label}", file=sys.stderr, flush=True)
     out += targets(st, cmps, sizes)
     return out, points
@@ -342,35 +399,48 @@ def targets(st: Stores, cmps: list[Comparison], sizes: dict[str, float]) -> list
     for cmp in cmps:
         r = cmp.ratio(MEMVAULT, EMPTY)
         op = cmp.title.split(" — ")[0]
-        lines.append(f"- {op}: big store within 1.3x of empty: "
-                     f"{'**met**' if r.median <= 1.3 else '**not met**'} — {r} "
-                     f"({cmp[MEMVAULT].p50 * 1e6:,.0f} µs vs {cmp[EMPTY].p50 * 1e6:,.0f} µs)")
+        lines.append(
+            f"- {op}: big store within 1.3x of empty: "
+            f"{'**met**' if r.median <= 1.3 else '**not met**'} — {r} "
+            f"({cmp[MEMVAULT].p50 * 1e6:,.0f} µs vs {cmp[EMPTY].p50 * 1e6:,.0f} µs)"
+        )
     ratio = sizes["memvault"] / sizes["raw"]
-    lines.append(f"- bytes per message <= 2x raw: {'**met**' if ratio <= 2 else '**not met**'}"
-                 f" — {ratio:.2f}x ({sizes['memvault']:,.0f} vs {sizes['raw']:,.0f})")
+    lines.append(
+        f"- bytes per message <= 2x raw: {'**met**' if ratio <= 2 else '**not met**'}"
+        f" — {ratio:.2f}x ({sizes['memvault']:,.0f} vs {sizes['raw']:,.0f})"
+    )
     return [*lines, ""]
 
 
 def plot(points: dict[str, list[dict[str, Any]]], folder: Path) -> list[str]:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(points)
     made = []
-    fig, axes = plt.subplots(len(names), len(OPS), figsize=(3.2 * len(OPS), 2.8 * len(names)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(names), len(OPS), figsize=(3.2 * len(OPS), 2.8 * len(names)), squeeze=False
+    )
     for row, name in zip(axes, names, strict=True):
         pts = points[name]
         xs = [p["messages"] for p in pts]
         for ax, op in zip(row, OPS, strict=True):
             for who, style in ((MEMVAULT, "o-"), (EMPTY, "o:"), (None, "s--")):
-                key = who or next(iter(k for k in pts[0]["p50"][f"{name} {op}"]
-                                       if k not in (MEMVAULT, EMPTY)), None)
+                key = who or next(
+                    iter(k for k in pts[0]["p50"][f"{name} {op}"] if k not in (MEMVAULT, EMPTY)),
+                    None,
+                )
                 if key is None:
                     continue
-                ax.plot(xs, [p["p50"][f"{name} {op}"][key] * 1e6 for p in pts], style,
-                        label=key, markersize=4)
+                ax.plot(
+                    xs,
+                    [p["p50"][f"{name} {op}"][key] * 1e6 for p in pts],
+                    style,
+                    label=key,
+                    markersize=4,
+                )
             ax.set_xscale("log")
             ax.set_ylim(bottom=0)
             ax.set_title(f"{name}: {op}", fontsize=9)
@@ -379,8 +449,9 @@ def plot(points: dict[str, list[dict[str, Any]]], folder: Path) -> list[str]:
         row[0].legend(fontsize=6)
     for ax in axes[-1]:
         ax.set_xlabel("messages in the store")
-    fig.suptitle(f"Latency vs store size (last point after churn; load average {load()})",
-                 fontsize=9)
+    fig.suptitle(
+        f"Latency vs store size (last point after churn; load average {load()})", fontsize=9
+    )
     fig.tight_layout()
     fig.savefig(folder / "bigstore_latency.png", dpi=100)
     plt.close(fig)
@@ -390,8 +461,13 @@ def plot(points: dict[str, list[dict[str, Any]]], folder: Path) -> list[str]:
     for n, name in enumerate(names):
         pts = points[name]
         xs = [p["messages"] for p in pts]
-        ax.plot(xs, [p["bytes"]["memvault"] for p in pts], "o-", color=f"C{n}",
-                label=f"memvault, {name}")
+        ax.plot(
+            xs,
+            [p["bytes"]["memvault"] for p in pts],
+            "o-",
+            color=f"C{n}",
+            label=f"memvault, {name}",
+        )
         ax.plot(xs, [p["bytes"]["raw"] for p in pts], "s--", color=f"C{n}", label=f"raw, {name}")
     ax.set_xscale("log")
     ax.set_ylim(bottom=0)
@@ -417,21 +493,31 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
     ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test")
-    ap.add_argument("--dir", default=None, help="folder for the SQLite files (default: a "
-                    "temporary folder, removed at the end)")
+    ap.add_argument(
+        "--dir",
+        default=None,
+        help="folder for the SQLite files (default: a temporary folder, removed at the end)",
+    )
     ap.add_argument("--plot-dir", default=None, help="write the PNGs there")
     ap.add_argument("--json", default=None, help="write the plotted points there")
     args = ap.parse_args()
     # run.py stops a benchmark with SIGTERM: exit through the finally blocks that delete
     # the run's keys, schemas and files
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
-    lines = ["# Big stores", "", f"- command: `python {' '.join(sys.argv)}`",
-             f"- nproc {os.cpu_count()}; load average at start {load()}", ""]
+    lines = [
+        "# Big stores",
+        "",
+        f"- command: `python {' '.join(sys.argv)}`",
+        f"- nproc {os.cpu_count()}; load average at start {load()}",
+        "",
+    ]
     points: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="memvault-bigstore-", dir=args.dir) as tmp:
-        makers = {"sqlite": lambda: sqlite_stores(Path(tmp)),
-                  "redis": lambda: redis_stores(args.redis_url),
-                  "postgres": lambda: postgres_stores(args.pg_url)}
+        makers = {
+            "sqlite": lambda: sqlite_stores(Path(tmp)),
+            "redis": lambda: redis_stores(args.redis_url),
+            "postgres": lambda: postgres_stores(args.pg_url),
+        }
         for name in args.backends:
             with makers[name]() as st:
                 more, points[st.name] = backend(st, args)

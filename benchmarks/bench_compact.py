@@ -75,8 +75,7 @@ def appender(url: str, sessions: int, stop: Any, out: Any, failed: Any) -> None:
     out.put(timings)
 
 
-def with_appends(url: str, sessions: int, work: Callable[[], object]
-                 ) -> tuple[list[float], float]:
+def with_appends(url: str, sessions: int, work: Callable[[], object]) -> tuple[list[float], float]:
     """Run ``work`` while the appender runs (after 1.5 s of start-up and warm-up); the
     latencies of the appends that overlapped ``work``, and how long ``work`` took."""
     stop, out, failed = SPAWN.Event(), SPAWN.Queue(), SPAWN.Value("i", 0)
@@ -120,8 +119,9 @@ def one_step(url: str) -> CompactStats:
         with memvault.open(url) as store:
             backend = store.backend
             if isinstance(backend, Engine):
-                return compaction.compact(lambda write: backend.transaction(True), 0,
-                                          time.time(), 2**62, None)
+                return compaction.compact(
+                    lambda write: backend.transaction(True), 0, time.time(), 2**62, None
+                )
             return store.compact(keep_events=0, batch=2**62)
     finally:
         compaction.COMPACT_STEP_NODES, calls.COMPACT_STEP_NODES = saved  # type: ignore[misc]
@@ -143,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=2, help="for generating the store")
     ap.add_argument("--schema", help="PostgreSQL: the store's schema (added to the URL)")
     ap.add_argument("--prefix", help="Redis: the store's key prefix (added to the URL)")
-    ap.add_argument("--drop", action="store_true",
-                    help="delete the store at the end (PostgreSQL: needs --schema; Redis: "
-                         "--prefix)")
+    ap.add_argument(
+        "--drop",
+        action="store_true",
+        help="delete the store at the end (PostgreSQL: needs --schema; Redis: --prefix)",
+    )
     args = ap.parse_args(argv)
     url = args.url
     for name in ("schema", "prefix"):
@@ -177,14 +179,16 @@ def drop(args: argparse.Namespace, url: str) -> None:
             client.delete(key)
         client.close()
     else:
-        print("--drop: the store is not one this benchmark can name alone (give --schema "
-              "or --prefix); left as it is", file=sys.stderr)
+        print(
+            "--drop: the store is not one this benchmark can name alone (give --schema "
+            "or --prefix); left as it is",
+            file=sys.stderr,
+        )
 
 
 def measure(args: argparse.Namespace, url: str) -> int:
     shown = redact(url)
-    print(f"generating {args.messages:,} messages in {args.sessions:,} sessions",
-          file=sys.stderr)
+    print(f"generating {args.messages:,} messages in {args.sessions:,} sessions", file=sys.stderr)
     made = generate(url, args.sessions, args.messages, args.processes)
     start = time.monotonic()
     first = steps(url, args.batch)  # warm-up: drops the events of the generated store
@@ -200,28 +204,42 @@ def measure(args: argparse.Namespace, url: str) -> int:
     names = list(phases)
     loads = []
     for r in range(args.rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             if name != "idle":
                 make_garbage(url, args.sessions)
             latencies, seconds = with_appends(url, args.sessions, phases[name])
-            results[name].append((percentile(latencies, 0.5), percentile(latencies, 0.99),
-                                  seconds, len(latencies)))
+            results[name].append(
+                (percentile(latencies, 0.5), percentile(latencies, 0.99), seconds, len(latencies))
+            )
             loads.append(os.getloadavg()[0])
-            print(f"round {r + 1} {name}: p50 {results[name][-1][0] * 1e3:.2f} ms, "
-                  f"p99 {results[name][-1][1] * 1e3:.2f} ms, {seconds:.1f} s, "
-                  f"{len(latencies)} appends, load {load()}", file=sys.stderr)
+            print(
+                f"round {r + 1} {name}: p50 {results[name][-1][0] * 1e3:.2f} ms, "
+                f"p99 {results[name][-1][1] * 1e3:.2f} ms, {seconds:.1f} s, "
+                f"{len(latencies)} appends, load {load()}",
+                file=sys.stderr,
+            )
     print(f"### compact while appending: {shown}\n")
-    print(f"- store: {made.messages:,} messages in {made.sessions:,} sessions "
-          f"(generated in {made.seconds:.0f} s); nproc {os.cpu_count()}")
-    print(f"- first compact (keep_events=0, steps of {args.batch}): {first_s:.1f} s, removed "
-          f"{first.events:,} events")
-    print(f"- each measured compact (keep_events=0) removed "
-          f"{sorted({r.nodes for r in removed})} messages and "
-          f"{sorted({r.events for r in removed})} events")
-    print(f"- load average during the rounds: median {statistics.median(loads):.2f} "
-          f"(min {min(loads):.2f}, max {max(loads):.2f}); at the end {load()}")
-    print(f"- medians over {args.rounds} rounds, phases in rotating order; appender: one "
-          f"turn every {PAUSE * 1e3:.0f} ms to a random session, its own process\n")
+    print(
+        f"- store: {made.messages:,} messages in {made.sessions:,} sessions "
+        f"(generated in {made.seconds:.0f} s); nproc {os.cpu_count()}"
+    )
+    print(
+        f"- first compact (keep_events=0, steps of {args.batch}): {first_s:.1f} s, removed "
+        f"{first.events:,} events"
+    )
+    print(
+        f"- each measured compact (keep_events=0) removed "
+        f"{sorted({r.nodes for r in removed})} messages and "
+        f"{sorted({r.events for r in removed})} events"
+    )
+    print(
+        f"- load average during the rounds: median {statistics.median(loads):.2f} "
+        f"(min {min(loads):.2f}, max {max(loads):.2f}); at the end {load()}"
+    )
+    print(
+        f"- medians over {args.rounds} rounds, phases in rotating order; appender: one "
+        f"turn every {PAUSE * 1e3:.0f} ms to a random session, its own process\n"
+    )
     print("| phase | appends | append p50 (ms) | append p99 (ms) | compact (s) |")
     print("|---|---:|---:|---:|---:|")
     for name, rows in results.items():
@@ -229,8 +247,10 @@ def measure(args: argparse.Namespace, url: str) -> int:
         shown_secs = "-" if name == "idle" else f"{secs:.1f}"
         print(f"| {name} | {count:.0f} | {p50 * 1e3:.2f} | {p99 * 1e3:.2f} | {shown_secs} |")
     p99 = statistics.median(row[1] for row in results[names[1]])
-    print(f"\nTarget p99 during compact < 50 ms: {p99 * 1e3:.1f} ms, "
-          f"{'met' if p99 < 0.05 else 'NOT met'}.")
+    print(
+        f"\nTarget p99 during compact < 50 ms: {p99 * 1e3:.1f} ms, "
+        f"{'met' if p99 < 0.05 else 'NOT met'}."
+    )
     return 0
 
 

@@ -78,10 +78,13 @@ def browser_loads(store: memvault.Store, paths: list[str], runs: int) -> None:
             for i in range(runs + 2):
                 page.goto(f"http://127.0.0.1:{port}{path}")
                 if i >= 2:
-                    took.append(page.evaluate(
-                        "performance.getEntriesByType('navigation')[0].loadEventEnd"))
-            print(f"chromium {path:<19} p50 {statistics.median(took):7.1f} ms   "
-                  f"max {max(took):7.1f} ms")
+                    took.append(
+                        page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+                    )
+            print(
+                f"chromium {path:<19} p50 {statistics.median(took):7.1f} ms   "
+                f"max {max(took):7.1f} ms"
+            )
         browser.close()
     server.should_exit = True
 
@@ -93,14 +96,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--browser", action="store_true", help="also time chromium page loads")
     args = parser.parse_args()
-    with memvault.open(args.url, **({"durability": "normal"} if args.url.startswith(
-            "sqlite") else {})) as store:
+    with memvault.open(
+        args.url, **({"durability": "normal"} if args.url.startswith("sqlite") else {})
+    ) as store:
         build(store, args.sessions)
         client = TestClient(create_app(store))
-        print(f"{memvault.urls.redact(args.url)}: {len(store.sessions()):,} sessions, "
-              f"'big' has {store.session('big').info().length:,} visible messages")  # type: ignore[union-attr]
-        for path in ("/session?id=big", "/session?id=turns", "/", "/?q=user-0999",
-                     "/?page=1000"):
+        print(
+            f"{memvault.urls.redact(args.url)}: {len(store.sessions()):,} sessions, "
+            f"'big' has {store.session('big').info().length:,} visible messages"
+        )  # type: ignore[union-attr]
+        for path in ("/session?id=big", "/session?id=turns", "/", "/?q=user-0999", "/?page=1000"):
             print(timed(client, path, args.runs))
         if args.browser:
             browser_loads(store, ["/session?id=big", "/session?id=turns", "/"], args.runs)

@@ -51,11 +51,14 @@ def prepared(case: str, db: Path) -> Callable[[int], object]:
     """The call to count, on a fresh database, after its warm-up."""
     if case.startswith("lg"):
         from bench_langgraph import echo_graph, step, turn
+
         if case == "lg-mv":
             from memvault.integrations.langgraph import MemvaultSaver
+
             saver = OPEN.enter_context(MemvaultSaver.from_conn_string(f"sqlite:///{db}"))
         else:
             from langgraph.checkpoint.sqlite import SqliteSaver
+
             saver = OPEN.enter_context(SqliteSaver.from_conn_string(str(db)))
             saver.setup()
         graph = echo_graph(saver)
@@ -66,6 +69,7 @@ def prepared(case: str, db: Path) -> Callable[[int], object]:
         from common import mv_turn
 
         import memvault
+
         store = memvault.open(f"sqlite:///{db}", durability="normal")
         for k in range(100):
             store.session(f"other-{k}").append(mv_turn(k))
@@ -74,6 +78,7 @@ def prepared(case: str, db: Path) -> Callable[[int], object]:
     else:
         from bench_sqlite import Raw
         from common import turn_pairs
+
         raw = Raw(db, "NORMAL")
         for k in range(100):
             raw.append(f"other-{k}", turn_pairs(k))
@@ -101,10 +106,21 @@ def counted(case: str, calls: int) -> tuple[int, float]:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             sys.executable, __file__, "--child", case, str(calls)],
-            capture_output=True, text=True, check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"})
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                __file__,
+                "--child",
+                case,
+                str(calls),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
         found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
         assert found, "callgrind wrote no total"
         return int(found.group(1)), float(done.stdout.strip().splitlines()[-1])
@@ -125,12 +141,16 @@ def main() -> None:
     for case in args.cases:
         few, frames = counted(case, args.few)
         if frames >= AUTOCHECKPOINT:
-            sys.exit(f"{case}: {args.few} calls filled {frames:.0f} WAL frames; from "
-                     f"{AUTOCHECKPOINT} on, an auto-checkpoint may start the WAL over and "
-                     "its size stops counting: use a smaller --few")
+            sys.exit(
+                f"{case}: {args.few} calls filled {frames:.0f} WAL frames; from "
+                f"{AUTOCHECKPOINT} on, an auto-checkpoint may start the WAL over and "
+                "its size stops counting: use a smaller --few"
+            )
         many, _ = counted(case, args.many)
-        print(f"| {case} | {(many - few) / (args.many - args.few):,.0f} | "
-              f"{frames / args.few:.2f} |", flush=True)
+        print(
+            f"| {case} | {(many - few) / (args.many - args.few):,.0f} | {frames / args.few:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def echo_graph(saver: Any) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-WORDS = ("agent memory thread state graph node tool call reply user question answer "
-         "weather paris rome city sunny rain plan step check write read store chain").split()
+WORDS = (
+    "agent memory thread state graph node tool call reply user question answer "
+    "weather paris rome city sunny rain plan step check write read store chain"
+).split()
 
 
 def text(n: int) -> str:
@@ -89,13 +91,20 @@ def step(saver: Any, thread: str) -> Callable[[int], object]:
         tup = saver.get_tuple(base)
         cp = dict(tup.checkpoint)
         cp["id"] = str(uuid6(clock_seq=i))
-        cp["channel_values"] = {**cp["channel_values"], "messages": [
-            *cp["channel_values"]["messages"], HumanMessage(f"step {i}", id=f"s{i}")]}
+        cp["channel_values"] = {
+            **cp["channel_values"],
+            "messages": [*cp["channel_values"]["messages"], HumanMessage(f"step {i}", id=f"s{i}")],
+        }
         versions = dict(cp["channel_versions"])
         versions["messages"] = saver.get_next_version(versions["messages"], None)
         cp["channel_versions"] = versions
-        return saver.put(base, cp, {"source": "loop", "step": 10_000 + i, "parents": {}},
-                         {"messages": versions["messages"]})
+        return saver.put(
+            base,
+            cp,
+            {"source": "loop", "step": 10_000 + i, "parents": {}},
+            {"messages": versions["messages"]},
+        )
+
     return call
 
 
@@ -108,12 +117,14 @@ def parts(saver: Any, thread: str) -> list[Candidate]:
     child = [*fresh(messages), HumanMessage("one more", id="one-more")]
     serde = saver.serde
     return [
-        Candidate("part: copy the messages out (memvault get_tuple)",
-                  lambda i: fresh(messages)),
-        Candidate("part: compare a child's with them (memvault put)",
-                  lambda i: _extends(messages, child)),
-        Candidate("part: serde dumps + loads of them (LangGraph savers)",
-                  lambda i: serde.loads_typed(serde.dumps_typed(child))),
+        Candidate("part: copy the messages out (memvault get_tuple)", lambda i: fresh(messages)),
+        Candidate(
+            "part: compare a child's with them (memvault put)", lambda i: _extends(messages, child)
+        ),
+        Candidate(
+            "part: serde dumps + loads of them (LangGraph savers)",
+            lambda i: serde.loads_typed(serde.dumps_typed(child)),
+        ),
     ]
 
 
@@ -131,7 +142,9 @@ def pg_size(server: str, schema: str) -> int:
         row = conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relkind = 'r'", (schema,)).fetchone()
+            "WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -153,12 +166,17 @@ class Savers:
         self.mv_db, self.lg_db = tmp / f"mv-{tag}.db", tmp / f"lg-{tag}.db"
         self.savers: dict[str, Any] = {
             "memvault sqlite": stack.enter_context(
-                MemvaultSaver.from_conn_string(f"sqlite:///{self.mv_db}")),
+                MemvaultSaver.from_conn_string(f"sqlite:///{self.mv_db}")
+            ),
             "SqliteSaver": stack.enter_context(SqliteSaver.from_conn_string(str(self.lg_db))),
-            "memvault postgresql": stack.enter_context(MemvaultSaver.from_conn_string(
-                f"{server}{'&' if '?' in server else '?'}schema={self.schemas[0]}")),
-            "PostgresSaver": stack.enter_context(PostgresSaver.from_conn_string(
-                with_path(server, self.schemas[1]))),
+            "memvault postgresql": stack.enter_context(
+                MemvaultSaver.from_conn_string(
+                    f"{server}{'&' if '?' in server else '?'}schema={self.schemas[0]}"
+                )
+            ),
+            "PostgresSaver": stack.enter_context(
+                PostgresSaver.from_conn_string(with_path(server, self.schemas[1]))
+            ),
         }
         self.savers["SqliteSaver"].setup()
         self.savers["PostgresSaver"].setup()
@@ -186,15 +204,25 @@ def steps(args: argparse.Namespace, tmp: Path) -> list[Comparison]:
                 graph, cfg = echo_graph(saver), {"configurable": {"thread_id": thread}}
                 for n in range(turns):
                     turn(graph, cfg, n)
-            for engine, (mine, theirs) in {"SQLite": ("memvault sqlite", "SqliteSaver"),
-                                           "PostgreSQL": ("memvault postgresql",
-                                                          "PostgresSaver")}.items():
+            for engine, (mine, theirs) in {
+                "SQLite": ("memvault sqlite", "SqliteSaver"),
+                "PostgreSQL": ("memvault postgresql", "PostgresSaver"),
+            }.items():
                 extra = parts(savers[theirs], thread) if turns > 5 and engine == "SQLite" else []
-                comparisons.append(compare(
-                    f"put + get_tuple, {engine}, {2 * turns} messages",
-                    [Candidate(theirs, step(savers[theirs], thread)),
-                     Candidate(mine, step(savers[mine], thread)), *extra],
-                    baseline=theirs, calls=args.calls, warmup=args.warmup, runs=args.runs))
+                comparisons.append(
+                    compare(
+                        f"put + get_tuple, {engine}, {2 * turns} messages",
+                        [
+                            Candidate(theirs, step(savers[theirs], thread)),
+                            Candidate(mine, step(savers[mine], thread)),
+                            *extra,
+                        ],
+                        baseline=theirs,
+                        calls=args.calls,
+                        warmup=args.warmup,
+                        runs=args.runs,
+                    )
+                )
                 print(f"done: {comparisons[-1].title}", flush=True)
     return comparisons
 
@@ -223,13 +251,19 @@ def growth(args: argparse.Namespace, tmp: Path) -> dict[str, list[tuple[int, int
 
 def plot(points: dict[str, list[tuple[int, int, float]]], out: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, series in points.items():
-        ax.plot([p[0] for p in series], [p[1] / 1e6 for p in series], marker="o",
-                markersize=3, label=name)
+        ax.plot(
+            [p[0] for p in series],
+            [p[1] / 1e6 for p in series],
+            marker="o",
+            markersize=3,
+            label=name,
+        )
     ax.set_xlabel("turns (one human + one AI message each)")
     ax.set_ylabel("stored MB")
     ax.set_title("LangGraph thread storage: echo graph over MessagesState")
@@ -246,31 +280,47 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--every", type=int, default=50)
-    parser.add_argument("--pg", default=os.environ.get(
-        "MEMVAULT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"))
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get(
+            "MEMVAULT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+    )
     parser.add_argument("--skip-bytes", action="store_true")
     args = parser.parse_args()
-    print(f"#### Command\n\n`python benchmarks/bench_langgraph.py --calls {args.calls} "
-          f"--warmup {args.warmup} --runs {args.runs} --turns {args.turns}`\n")
-    print(f"#### Machine\n\n{platform.platform()}, Python {platform.python_version()}, "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start\n",
-          flush=True)
+    print(
+        f"#### Command\n\n`python benchmarks/bench_langgraph.py --calls {args.calls} "
+        f"--warmup {args.warmup} --runs {args.runs} --turns {args.turns}`\n"
+    )
+    print(
+        f"#### Machine\n\n{platform.platform()}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start\n",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         comparisons = steps(args, Path(tmp))
-        print(f"\n#### put + get_tuple of one step (median of {args.runs} runs; "
-              f"{args.calls} calls per candidate and run)\n")
+        print(
+            f"\n#### put + get_tuple of one step (median of {args.runs} runs; "
+            f"{args.calls} calls per candidate and run)\n"
+        )
         print(markdown_table(comparisons))
         if not args.skip_bytes:
             points = growth(args, Path(tmp))
             out = HERE / "langgraph_bytes.png"
             plot(points, out)
             print(f"\n#### Stored bytes (plot: {out.name}) and graph time, {args.turns} turns\n")
-            print("| saver | " + " | ".join(f"{t} turns" for t, _, _ in points[next(iter(points))])
-                  + " | seconds for all turns |")
+            print(
+                "| saver | "
+                + " | ".join(f"{t} turns" for t, _, _ in points[next(iter(points))])
+                + " | seconds for all turns |"
+            )
             print("|---|" + "---:|" * (len(points[next(iter(points))]) + 1))
             for name, series in points.items():
-                print(f"| {name} | " + " | ".join(f"{b / 1e6:.2f} MB" for _, b, _ in series)
-                      + f" | {series[-1][2]:.1f} |")
+                print(
+                    f"| {name} | "
+                    + " | ".join(f"{b / 1e6:.2f} MB" for _, b, _ in series)
+                    + f" | {series[-1][2]:.1f} |"
+                )
         print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
 
 

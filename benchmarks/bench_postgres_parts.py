@@ -117,15 +117,24 @@ class Schemas:
         self.made.append(schema)
         db = self.connect()
         s = sql.Identifier(schema)
-        db.execute(sql.SQL("CREATE SCHEMA {s}; CREATE TABLE {s}.messages (id bigint GENERATED"
-                           " ALWAYS AS IDENTITY, session text NOT NULL, body text NOT NULL,"
-                           " PRIMARY KEY (session, id))").format(s=s))
-        insert = sql.SQL("INSERT INTO {s}.messages (session, body) SELECT %b,"
-                         " unnest(%b::text[])").format(s=s).as_string(db)
+        db.execute(
+            sql.SQL(
+                "CREATE SCHEMA {s}; CREATE TABLE {s}.messages (id bigint GENERATED"
+                " ALWAYS AS IDENTITY, session text NOT NULL, body text NOT NULL,"
+                " PRIMARY KEY (session, id))"
+            ).format(s=s)
+        )
+        insert = (
+            sql.SQL("INSERT INTO {s}.messages (session, body) SELECT %b, unnest(%b::text[])")
+            .format(s=s)
+            .as_string(db)
+        )
 
         def append(i: int, explain: str = "") -> Any:
-            bodies = [json.dumps({"role": role, "content": text}, ensure_ascii=False)
-                      for role, text in turn_pairs(i)]
+            bodies = [
+                json.dumps({"role": role, "content": text}, ensure_ascii=False)
+                for role, text in turn_pairs(i)
+            ]
             return db.execute(explain + insert, ("append", bodies))
 
         return append
@@ -146,14 +155,16 @@ class Schemas:
         row = self.admin.execute(
             f"SELECT (SELECT count(*) FROM {schema}.search_docs)"
             f" + (SELECT count(*) FROM {schema}.search_postings)"
-            f" + (SELECT count(*) FROM {schema}.search_marks)".encode()).fetchone()
+            f" + (SELECT count(*) FROM {schema}.search_marks)".encode()
+        ).fetchone()
         assert row is not None
         return int(row[0])
 
     def close(self) -> None:
         for schema in self.made:
-            self.admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                sql.Identifier(schema)))
+            self.admin.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
         self.admin.close()
 
 
@@ -173,10 +184,13 @@ def main() -> None:
     args = ap.parse_args()
     s = Schemas(args.url)
     try:
-        row: Any = s.admin.execute("SELECT version(), current_setting('synchronous_commit'),"
-                                   " current_setting('fsync')").fetchone()
-        print(f"load average at start: {load()}; {row[0].split(' on ')[0]}; "
-              f"synchronous_commit={row[1]}, fsync={row[2]}; nproc {os.cpu_count()}")
+        row: Any = s.admin.execute(
+            "SELECT version(), current_setting('synchronous_commit'), current_setting('fsync')"
+        ).fetchone()
+        print(
+            f"load average at start: {load()}; {row[0].split(' on ')[0]}; "
+            f"synchronous_commit={row[1]}, fsync={row[2]}; nproc {os.cpu_count()}"
+        )
         raw = s.raw()
         mv_schema = s.memvault()
         store = memvault.open(args.url, schema=mv_schema)
@@ -187,16 +201,27 @@ def main() -> None:
             ("memvault's function (pre-encoded)", s.direct(s.memvault(), total)),
             *((f"the function without {p}", s.direct(s.memvault((p,)), total)) for p in PARTS),
             (f"the function without {ALL}", s.direct(s.memvault(PARTS), total)),
-            ("a no-op function (append's arguments)",
-             s.direct(s.memvault(("nothing (a no-op function)",)), total)),
+            (
+                "a no-op function (append's arguments)",
+                s.direct(s.memvault(("nothing (a no-op function)",)), total),
+            ),
         ]
-        cands = [Candidate(RAW, lambda i: raw(i, "")),
-                 Candidate("memvault", lambda i: session.append(turns(i))),
-                 *(Candidate(name, lambda i, f=f: f(i, "")) for name, f in named),
-                 Candidate("encoding the turn alone (encode_batch)",
-                           lambda i: encode_batch(fresh(i), *LIMITS))]
-        cmp = compare("append parts", cands, baseline=RAW, calls=args.calls,
-                      warmup=args.warmup, runs=args.runs)
+        cands = [
+            Candidate(RAW, lambda i: raw(i, "")),
+            Candidate("memvault", lambda i: session.append(turns(i))),
+            *(Candidate(name, lambda i, f=f: f(i, "")) for name, f in named),
+            Candidate(
+                "encoding the turn alone (encode_batch)", lambda i: encode_batch(fresh(i), *LIMITS)
+            ),
+        ]
+        cmp = compare(
+            "append parts",
+            cands,
+            baseline=RAW,
+            calls=args.calls,
+            warmup=args.warmup,
+            runs=args.runs,
+        )
         explain = "EXPLAIN (ANALYZE, TIMING OFF, WAL) "
         timed = [(RAW, raw), *named]
         server: dict[str, list[tuple[float, int]]] = {name: [] for name, _ in timed}
@@ -208,11 +233,14 @@ def main() -> None:
         print("|---|---:|---:|")
         for name, _ in timed:
             took, wal = zip(*server[name], strict=True)
-            print(f"| {name} | {statistics.median(took) * 1e6:.1f} |"
-                  f" {statistics.median(wal):,.0f} |")
+            print(
+                f"| {name} | {statistics.median(took) * 1e6:.1f} | {statistics.median(wal):,.0f} |"
+            )
         store.close()
-        print(f"\nrows in the search tables after {args.warmup + args.runs * args.calls:,}"
-              f" appends: {s.search_rows(mv_schema)}")
+        print(
+            f"\nrows in the search tables after {args.warmup + args.runs * args.calls:,}"
+            f" appends: {s.search_rows(mv_schema)}"
+        )
     finally:
         s.close()
     print(f"load average at end: {load()}")

@@ -36,19 +36,27 @@ BOUNCED = "memvault, prepared_statements=False, through PgBouncer"
 
 def main() -> None:
     ap = arguments(__doc__, ["append", "history"])
-    ap.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test",
-                    help="the database to use (in a schema made for the run, then dropped)")
-    ap.add_argument("--bouncer", default=None,
-                    help="the same database through a PgBouncer: a third candidate")
+    ap.add_argument(
+        "--url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="the database to use (in a schema made for the run, then dropped)",
+    )
+    ap.add_argument(
+        "--bouncer", default=None, help="the same database through a PgBouncer: a third candidate"
+    )
     args = ap.parse_args()
     schema = f"memvault_bench_prepared_{uuid.uuid4().hex[:8]}"
-    urls = {PREPARED: args.url, UNPREPARED: args.url, **({BOUNCED: args.bouncer}
-                                                           if args.bouncer else {})}
+    urls = {
+        PREPARED: args.url,
+        UNPREPARED: args.url,
+        **({BOUNCED: args.bouncer} if args.bouncer else {}),
+    }
     stores: dict[str, Any] = {}
     try:
         for name, url in urls.items():
-            stores[name] = memvault.open(url, schema=schema, min_size=1, max_size=1,
-                                         prepared_statements=name == PREPARED)
+            stores[name] = memvault.open(
+                url, schema=schema, min_size=1, max_size=1, prepared_statements=name == PREPARED
+            )
         total = args.warmup + args.runs * args.calls
         turns = {name: prebuilt(total, mv_turn) for name in stores}
         for name, store in stores.items():
@@ -56,16 +64,26 @@ def main() -> None:
 
         def bench(op: str) -> Comparison:
             calls = {
-                "append": lambda name: lambda i: stores[name].session(f"append {name}").append(
-                    turns[name](i)),
-                "history": lambda name: lambda i: stores[name].session(f"history {name}").history(
-                    last=20),
+                "append": lambda name: (
+                    lambda i: stores[name].session(f"append {name}").append(turns[name](i))
+                ),
+                "history": lambda name: (
+                    lambda i: stores[name].session(f"history {name}").history(last=20)
+                ),
             }[op]
-            title = {"append": "append one 2-message turn",
-                     "history": "history(last=20) of 1,000 messages"}[op]
-            return compare(title, [Candidate(name, calls(name)) for name in stores],
-                           baseline=PREPARED, calls=args.calls, warmup=args.warmup,
-                           runs=args.runs, between_runs=progress)
+            title = {
+                "append": "append one 2-message turn",
+                "history": "history(last=20) of 1,000 messages",
+            }[op]
+            return compare(
+                title,
+                [Candidate(name, calls(name)) for name in stores],
+                baseline=PREPARED,
+                calls=args.calls,
+                warmup=args.warmup,
+                runs=args.runs,
+                between_runs=progress,
+            )
 
         facts = machine(["psycopg", "psycopg-pool"])
         cmps = run(args.only, {op: lambda op=op: bench(op) for op in ("append", "history")})

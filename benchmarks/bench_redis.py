@@ -106,8 +106,13 @@ class Raw:
     def append(self, session: str, pairs: Pairs) -> None:
         key = self.key(session)
         pipe = self.r.pipeline(transaction=True)
-        pipe.rpush(key, *[json.dumps({"role": role, "content": text}, ensure_ascii=False)
-                          for role, text in pairs])
+        pipe.rpush(
+            key,
+            *[
+                json.dumps({"role": role, "content": text}, ensure_ascii=False)
+                for role, text in pairs
+            ],
+        )
         pipe.expire(key, TTL)
         pipe.execute()
 
@@ -135,11 +140,16 @@ class Stores:
         self.mv_async = memvault.open_async(url, prefix=f"{PREFIX}:mv", ttl=TTL)
         self.agents_client = redis.asyncio.Redis.from_url(url)
         sessions = ("append", *map(str, SIZES))
-        self.agents = {s: RedisSession(s, redis_client=self.agents_client,
-                                       key_prefix=f"{PREFIX}:agents", ttl=TTL)
-                       for s in sessions}
-        self.lc = {s: RedisChatMessageHistory(s, url=url, key_prefix=f"{PREFIX}:lc:", ttl=TTL)
-                   for s in sessions}
+        self.agents = {
+            s: RedisSession(
+                s, redis_client=self.agents_client, key_prefix=f"{PREFIX}:agents", ttl=TTL
+            )
+            for s in sessions
+        }
+        self.lc = {
+            s: RedisChatMessageHistory(s, url=url, key_prefix=f"{PREFIX}:lc:", ttl=TTL)
+            for s in sessions
+        }
 
     def fill(self) -> None:
         for size in SIZES:
@@ -147,8 +157,9 @@ class Stores:
             for pairs in filling(size):
                 self.raw.append(name, pairs)
                 self.mv.session(name).append(mv_messages(pairs))
-                self.loop.run_until_complete(self.agents[name].add_items(
-                    [{"role": r, "content": t} for r, t in pairs]))  # type: ignore[misc]
+                self.loop.run_until_complete(
+                    self.agents[name].add_items([{"role": r, "content": t} for r, t in pairs])
+                )  # type: ignore[misc]
                 self.lc[name].add_messages(lc_messages(pairs))
             self.client.hset(Raw.pointers(name)[0], ".head", size)
             self.raw.snapshot(name, "base")
@@ -156,9 +167,10 @@ class Stores:
 
     def history_peers(self, session: str, group: str) -> list[Candidate]:
         mva, agents = self.mv_async.session(session), self.agents[session]
-        return [Candidate(MV_ASYNC, on_loop(self.loop, lambda i: mva.history(last=20)), group),
-                Candidate(AGENTS, on_loop(self.loop, lambda i: agents.get_items(limit=20)),
-                          group)]
+        return [
+            Candidate(MV_ASYNC, on_loop(self.loop, lambda i: mva.history(last=20)), group),
+            Candidate(AGENTS, on_loop(self.loop, lambda i: agents.get_items(limit=20)), group),
+        ]
 
     def close(self) -> None:
         """Delete every key of the run, then close the clients."""
@@ -187,14 +199,29 @@ def bench_append(s: Stores, calls: int, warmup: int, runs: int) -> Comparison:
     lc_turns = prebuilt(total, lc_turn)
     mv, mva = s.mv.session("append"), s.mv_async.session("append")
     agents, lc = s.agents["append"], s.lc["append"]
-    return compare("append one 2-message turn", [
-        Candidate(RAW, lambda i: s.raw.append("append", turn_pairs(i))),
-        Candidate(MEMVAULT, lambda i: mv.append(mv_turns(i))),
-        Candidate(MV_ASYNC, on_loop(s.loop, lambda i: mva.append(mva_turns(i)))),
-        Candidate(AGENTS, on_loop(s.loop, lambda i: agents.add_items(
-            [{"role": r, "content": t} for r, t in turn_pairs(i)]))),  # type: ignore[misc]
-        Candidate(LANGCHAIN, lambda i: lc.add_messages(lc_turns(i))),
-    ], baseline=RAW, calls=calls, warmup=warmup, runs=runs, between_runs=progress)
+    return compare(
+        "append one 2-message turn",
+        [
+            Candidate(RAW, lambda i: s.raw.append("append", turn_pairs(i))),
+            Candidate(MEMVAULT, lambda i: mv.append(mv_turns(i))),
+            Candidate(MV_ASYNC, on_loop(s.loop, lambda i: mva.append(mva_turns(i)))),
+            Candidate(
+                AGENTS,
+                on_loop(
+                    s.loop,
+                    lambda i: agents.add_items(
+                        [{"role": r, "content": t} for r, t in turn_pairs(i)]
+                    ),
+                ),
+            ),  # type: ignore[misc]
+            Candidate(LANGCHAIN, lambda i: lc.add_messages(lc_turns(i))),
+        ],
+        baseline=RAW,
+        calls=calls,
+        warmup=warmup,
+        runs=runs,
+        between_runs=progress,
+    )
 
 
 def targets(cmps: dict[str, Comparison]) -> list[str]:
@@ -207,47 +234,71 @@ def targets(cmps: dict[str, Comparison]) -> list[str]:
         a = cmps["append"]
         out.append(at_most("append: memvault <= 1.3x raw redis-py", a, MEMVAULT, RAW, 1.3))
         for mine, peer in ((MEMVAULT, AGENTS), (MV_ASYNC, AGENTS), (MEMVAULT, LANGCHAIN)):
-            out.append(at_least_faster(f"append: {mine} faster than {peer}", a,
-                                       ("", mine), ("", peer), 1))
+            out.append(
+                at_least_faster(f"append: {mine} faster than {peer}", a, ("", mine), ("", peer), 1)
+            )
     if "history" in cmps:
         h = cmps["history"]
         for g in (SMALL, BIG):
-            out.append(at_most(f"history(last=20) at {g}: <= 2x raw", h, (g, MEMVAULT),
-                               (g, RAW), 2))
+            out.append(
+                at_most(f"history(last=20) at {g}: <= 2x raw", h, (g, MEMVAULT), (g, RAW), 2)
+            )
         out.append(flat_with_size("history(last=20)", h, RAW))
     if f"langchain-{SIZES[1]}" in cmps:
-        out.append(at_least_faster(
-            f"history(last=20) at {BIG} >= 100x faster than {LANGCHAIN}'s (which reads all)",
-            cmps[f"langchain-{SIZES[1]}"], (BIG, MEMVAULT), (BIG, f"{LANGCHAIN} (reads all)"),
-            100))
+        out.append(
+            at_least_faster(
+                f"history(last=20) at {BIG} >= 100x faster than {LANGCHAIN}'s (which reads all)",
+                cmps[f"langchain-{SIZES[1]}"],
+                (BIG, MEMVAULT),
+                (BIG, f"{LANGCHAIN} (reads all)"),
+                100,
+            )
+        )
     return out + pointer_targets(cmps, RAW)
 
 
 def server_facts(client: redis.Redis, url: str) -> str:
     info: dict[str, Any] = client.info("server")
     persistence: dict[str, Any] = client.info("persistence")
-    return (f"- Redis {info['redis_version']} at {url} (appendonly="
-            f"{'yes' if persistence['aof_enabled'] else 'no'}); redis-py {redis.__version__}, "
-            f"hiredis {'yes' if redis.utils.HIREDIS_AVAILABLE else 'no'}")
+    return (
+        f"- Redis {info['redis_version']} at {url} (appendonly="
+        f"{'yes' if persistence['aof_enabled'] else 'no'}); redis-py {redis.__version__}, "
+        f"hiredis {'yes' if redis.utils.HIREDIS_AVAILABLE else 'no'}"
+    )
 
 
 def main() -> None:
     ap = arguments(__doc__, ["append", "history", "langchain", "snapshot", "rollback"])
-    ap.add_argument("--url", default="redis://127.0.0.1:6379/12",
-                    help="the Redis database to use (keys under a prefix unique to the run)")
+    ap.add_argument(
+        "--url",
+        default="redis://127.0.0.1:6379/12",
+        help="the Redis database to use (keys under a prefix unique to the run)",
+    )
     args = ap.parse_args()
 
     loop = asyncio.new_event_loop()
     s = Stores(args.url, loop)
     try:
-        facts = machine(["openai-agents", "langchain-community", "langchain-core", "pydantic"],
-                        server_facts(s.client, args.url))
+        facts = machine(
+            ["openai-agents", "langchain-community", "langchain-core", "pydantic"],
+            server_facts(s.client, args.url),
+        )
         s.fill()
-        cmps = run(args.only, {
-            "append": lambda: bench_append(s, args.calls, args.warmup, args.runs),
-            **shared_benches(RAW, s.raw, s.mv, args, s.history_peers, LANGCHAIN,
-                             lambda session: s.lc[session].messages),
-        })
+        cmps = run(
+            args.only,
+            {
+                "append": lambda: bench_append(s, args.calls, args.warmup, args.runs),
+                **shared_benches(
+                    RAW,
+                    s.raw,
+                    s.mv,
+                    args,
+                    s.history_peers,
+                    LANGCHAIN,
+                    lambda session: s.lc[session].messages,
+                ),
+            },
+        )
     finally:
         s.close()
         loop.close()

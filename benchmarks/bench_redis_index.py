@@ -74,15 +74,20 @@ class Before(Operations):
     def _write(self, session_id: str, op: str, w: Write, *args: str | bytes) -> Op[Any]:
         if op == "append" and not self._expects_message:  # scripts before bea0463
             args = (args[0], *args[2:])
-        return (yield Eval(self._script, self.layout.keys(session_id),
-                           [op, *_context(w), *args]))
+        return (yield Eval(self._script, self.layout.keys(session_id), [op, *_context(w), *args]))
 
 
 def old_write_script(revision: str) -> Script:
     """write.lua as ``revision`` had it (with its common.lua), as Script.load builds it."""
+
     def show(name: str) -> str:
-        return subprocess.run(["git", "show", f"{revision}:{LUA}/{name}"], check=True,
-                              capture_output=True, text=True, cwd=ROOT).stdout
+        return subprocess.run(
+            ["git", "show", f"{revision}:{LUA}/{name}"],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        ).stdout
 
     text = f"#!lua\n{show('common.lua')}\n{show('write.lua')}"
     return Script(text, hashlib.sha1(text.encode("utf-8")).hexdigest())
@@ -90,15 +95,18 @@ def old_write_script(revision: str) -> Script:
 
 def open_before(url: str, revision: str) -> memvault.Store:
     store = memvault.open(url, prefix=f"{PREFIX}:before", ttl=TTL)
-    store.backend._ops = Before(Layout(f"{PREFIX}:before"),  # type: ignore[attr-defined]
-                                old_write_script(revision))
+    store.backend._ops = Before(
+        Layout(f"{PREFIX}:before"),  # type: ignore[attr-defined]
+        old_write_script(revision),
+    )
     return store
 
 
 def server_microseconds(client: redis.Redis) -> float:
     stats = client.info("commandstats")
-    return float(sum(v["usec"] for k, v in stats.items() if k not in ("cmdstat_config",
-                                                                       "cmdstat_info")))
+    return float(
+        sum(v["usec"] for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
+    )
 
 
 @contextmanager
@@ -108,8 +116,12 @@ def private(make: Callable[[Path], RedisServer | RedisCluster], sessions: int) -
         server = make(Path(folder))
         try:
             url = server.url
-            generate(f"{url}{'&' if '?' in url else '?'}prefix={PREFIX}:mv", sessions=sessions,
-                     messages=sessions, progress=False)
+            generate(
+                f"{url}{'&' if '?' in url else '?'}prefix={PREFIX}:mv",
+                sessions=sessions,
+                messages=sessions,
+                progress=False,
+            )
             yield url
         finally:
             server.close()
@@ -124,15 +136,15 @@ def server_time(args: argparse.Namespace) -> list[str]:
         serial = iter(range(10**9))
         calls: dict[str, Callable[[], object]] = {
             "raw redis-py": lambda: raw.append("append", turn_pairs(next(serial))),
-            "memvault before the index":
-                lambda: old.session("append").append(mv_turn(next(serial))),
-            "memvault with the index":
-                lambda: now.session("append").append(mv_turn(next(serial))),
+            "memvault before the index": lambda: old.session("append").append(
+                mv_turn(next(serial))
+            ),
+            "memvault with the index": lambda: now.session("append").append(mv_turn(next(serial))),
         }
         names = list(calls)
         times: dict[str, list[float]] = {name: [] for name in names}
         for round_ in range(args.blocks + 2):  # two rounds of warm-up
-            for name in names[round_ % 3:] + names[:round_ % 3]:
+            for name in names[round_ % 3 :] + names[: round_ % 3]:
                 client.config_resetstat()
                 for _ in range(args.block):
                     calls[name]()
@@ -142,13 +154,19 @@ def server_time(args: argparse.Namespace) -> list[str]:
         old.close()
         client.close()
     median = {name: statistics.median(t) for name, t in times.items()}
-    added = statistics.median(a / b for a, b in zip(times["memvault with the index"],
-                                                     times["memvault before the index"],
-                                                     strict=True))
-    return [f"Server time per append (private redis-server, {args.sessions:,} sessions "
-            f"indexed, {args.blocks} blocks of {args.block} each):", "",
-            *(f"- {name}: {median[name]:.1f} µs" for name in names),
-            f"- with the index / before it: {added:.2f}x (median of the blocks' ratios)"]
+    added = statistics.median(
+        a / b
+        for a, b in zip(
+            times["memvault with the index"], times["memvault before the index"], strict=True
+        )
+    )
+    return [
+        f"Server time per append (private redis-server, {args.sessions:,} sessions "
+        f"indexed, {args.blocks} blocks of {args.block} each):",
+        "",
+        *(f"- {name}: {median[name]:.1f} µs" for name in names),
+        f"- with the index / before it: {added:.2f}x (median of the blocks' ratios)",
+    ]
 
 
 def cluster_append(args: argparse.Namespace) -> list[str]:
@@ -159,17 +177,27 @@ def cluster_append(args: argparse.Namespace) -> list[str]:
         total = args.warmup + args.runs * args.calls
         turns = {name: prebuilt(total, mv_turn) for name in ("now", "before")}
         now, old = indexed.session("append"), before.session("append")
-        cmp = compare("append one 2-message turn (Redis Cluster)", [
-            Candidate("memvault before the index", lambda i: old.append(turns["before"](i))),
-            Candidate("memvault with the index", lambda i: now.append(turns["now"](i))),
-        ], baseline="memvault before the index", calls=args.calls, warmup=args.warmup,
-            runs=args.runs)
+        cmp = compare(
+            "append one 2-message turn (Redis Cluster)",
+            [
+                Candidate("memvault before the index", lambda i: old.append(turns["before"](i))),
+                Candidate("memvault with the index", lambda i: now.append(turns["now"](i))),
+            ],
+            baseline="memvault before the index",
+            calls=args.calls,
+            warmup=args.warmup,
+            runs=args.runs,
+        )
         indexed.close()
         before.close()
-    return [f"- sessions indexed: {args.sessions:,} (private 3-primary cluster)", "",
-            markdown_table([cmp]), "",
-            f"- with the index / before it: "
-            f"{cmp.ratio('memvault with the index', 'memvault before the index')}"]
+    return [
+        f"- sessions indexed: {args.sessions:,} (private 3-primary cluster)",
+        "",
+        markdown_table([cmp]),
+        "",
+        f"- with the index / before it: "
+        f"{cmp.ratio('memvault with the index', 'memvault before the index')}",
+    ]
 
 
 def main() -> None:
@@ -182,19 +210,37 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--blocks", type=int, default=30)
     ap.add_argument("--block", type=int, default=200)
-    ap.add_argument("--cluster", action="store_true",
-                    help="time the append on a private Redis Cluster instead")
+    ap.add_argument(
+        "--cluster", action="store_true", help="time the append on a private Redis Cluster instead"
+    )
     args = ap.parse_args()
     if args.cluster:
         started = load()
-        print("\n".join(["### Command", "", "```", " ".join(["python", *sys.argv]), "```", "",
-                         f"- load average at start: {started}", *cluster_append(args), "",
-                         f"- load average at end: {load()}"]))
+        print(
+            "\n".join(
+                [
+                    "### Command",
+                    "",
+                    "```",
+                    " ".join(["python", *sys.argv]),
+                    "```",
+                    "",
+                    f"- load average at start: {started}",
+                    *cluster_append(args),
+                    "",
+                    f"- load average at end: {load()}",
+                ]
+            )
+        )
         return
     client = redis.Redis.from_url(args.url)
     started = load()
-    generate(f"{args.url}?prefix={PREFIX}:mv", sessions=args.sessions,
-             messages=args.sessions, progress=False)
+    generate(
+        f"{args.url}?prefix={PREFIX}:mv",
+        sessions=args.sessions,
+        messages=args.sessions,
+        progress=False,
+    )
     indexed = memvault.open(args.url, prefix=f"{PREFIX}:mv", ttl=TTL)
     before = open_before(args.url, args.before)
     raw = Raw(client)
@@ -202,24 +248,47 @@ def main() -> None:
         total = args.warmup + args.runs * args.calls
         turns = {name: prebuilt(total, mv_turn) for name in ("now", "before")}
         now, old = indexed.session("append"), before.session("append")
-        cmp = compare("append one 2-message turn", [
-            Candidate("raw redis-py", lambda i: raw.append("append", turn_pairs(i))),
-            Candidate("memvault before the index", lambda i: old.append(turns["before"](i))),
-            Candidate("memvault with the index", lambda i: now.append(turns["now"](i))),
-        ], baseline="raw redis-py", calls=args.calls, warmup=args.warmup, runs=args.runs)
+        cmp = compare(
+            "append one 2-message turn",
+            [
+                Candidate("raw redis-py", lambda i: raw.append("append", turn_pairs(i))),
+                Candidate("memvault before the index", lambda i: old.append(turns["before"](i))),
+                Candidate("memvault with the index", lambda i: now.append(turns["now"](i))),
+            ],
+            baseline="raw redis-py",
+            calls=args.calls,
+            warmup=args.warmup,
+            runs=args.runs,
+        )
         added = cmp.ratio("memvault with the index", "memvault before the index")
-        print("\n".join([
-            "### Command", "", "```", " ".join(["python", *sys.argv]), "```", "",
-            f"- load average at start: {started}", f"- sessions indexed: {args.sessions:,}",
-            "", markdown_table([cmp]), "",
-            f"- with the index / before it: {added}", "", *server_time(args), "",
-            f"- load average at end: {load()}"]))
+        print(
+            "\n".join(
+                [
+                    "### Command",
+                    "",
+                    "```",
+                    " ".join(["python", *sys.argv]),
+                    "```",
+                    "",
+                    f"- load average at start: {started}",
+                    f"- sessions indexed: {args.sessions:,}",
+                    "",
+                    markdown_table([cmp]),
+                    "",
+                    f"- with the index / before it: {added}",
+                    "",
+                    *server_time(args),
+                    "",
+                    f"- load average at end: {load()}",
+                ]
+            )
+        )
     finally:
         indexed.close()
         before.close()
         keys = list(client.scan_iter(match=f"{PREFIX}:*", count=1000))
         for start in range(0, len(keys), 1000):
-            client.delete(*keys[start:start + 1000])
+            client.delete(*keys[start : start + 1000])
         client.close()
 
 

@@ -31,18 +31,30 @@ def main() -> None:
     with memvault.open(args.url) as store:
         s = store.session(f"bench-search-{uuid.uuid4().hex[:8]}")
         for i in range(100):
-            s.append([Message.user(" ".join(WORDS[(i * 7 + j * k) % len(WORDS)]
-                                            for k in range(1, 12)) + f" turn {i}.{j}")
-                      for j in range(100)])
-        report("session.search, 10,000 messages", lambda: s.search("echo golf", k=10),
-               args.calls)
+            s.append(
+                [
+                    Message.user(
+                        " ".join(WORDS[(i * 7 + j * k) % len(WORDS)] for k in range(1, 12))
+                        + f" turn {i}.{j}"
+                    )
+                    for j in range(100)
+                ]
+            )
+        report("session.search, 10,000 messages", lambda: s.search("echo golf", k=10), args.calls)
         others = [store.session(f"{s.id}-{n}") for n in range(50)]
         for n, other in enumerate(others):
-            other.append([Message.user(" ".join(WORDS[(n + j * k) % len(WORDS)]
-                                                for k in range(1, 12))) for j in range(100)])
+            other.append(
+                [
+                    Message.user(" ".join(WORDS[(n + j * k) % len(WORDS)] for k in range(1, 12)))
+                    for j in range(100)
+                ]
+            )
         ids = [s.id] + [o.id for o in others]
-        report("store.search, 51 sessions, 15,000 messages",
-               lambda: store.search("echo golf", k=10, sessions=ids), args.calls)
+        report(
+            "store.search, 51 sessions, 15,000 messages",
+            lambda: store.search("echo golf", k=10, sessions=ids),
+            args.calls,
+        )
         for session in [s, *others]:
             session.delete()
 
@@ -57,8 +69,10 @@ def report(what: str, call: Callable[[], list[Hit]], calls: int) -> None:
     assert len(hits) == 10
     p90 = statistics.quantiles(times, n=10)[-1]
     p50 = statistics.median(times)
-    print(f"{what}: search p50 {p50:.1f} ms   p90 {p90:.1f} ms  (target p50 <= 20 ms: "
-          f"{'met' if p50 <= 20 else 'MISSED'})")
+    print(
+        f"{what}: search p50 {p50:.1f} ms   p90 {p90:.1f} ms  (target p50 <= 20 ms: "
+        f"{'met' if p50 <= 20 else 'MISSED'})"
+    )
 
 
 if __name__ == "__main__":

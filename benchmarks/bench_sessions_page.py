@@ -49,18 +49,32 @@ def _page(store: memvault.Store, order: str, cursor: str | None) -> Any:
     return lambda i: store.sessions_page(PAGE, cursor=cursor, order=order)
 
 
-def bench_backend(name: str, small: memvault.Store, big: memvault.Store, sizes: tuple[int, int],
-                  args: argparse.Namespace) -> list[Comparison]:
+def bench_backend(
+    name: str,
+    small: memvault.Store,
+    big: memvault.Store,
+    sizes: tuple[int, int],
+    args: argparse.Namespace,
+) -> list[Comparison]:
     cmps = []
     for order in ORDERS:
         candidates = []
         for store, size in ((small, sizes[0]), (big, sizes[1])):
             middle = _middle_cursor(store, order, size)
-            candidates += [Candidate(f"first page @{size:,}", _page(store, order, None), "first"),
-                           Candidate(f"mid page @{size:,}", _page(store, order, middle), "mid")]
-        cmps.append(compare(f"{name}: page by {order}", candidates,
-                            baseline=f"first page @{sizes[0]:,}", calls=args.calls,
-                            warmup=args.warmup, runs=args.runs))
+            candidates += [
+                Candidate(f"first page @{size:,}", _page(store, order, None), "first"),
+                Candidate(f"mid page @{size:,}", _page(store, order, middle), "mid"),
+            ]
+        cmps.append(
+            compare(
+                f"{name}: page by {order}",
+                candidates,
+                baseline=f"first page @{sizes[0]:,}",
+                calls=args.calls,
+                warmup=args.warmup,
+                runs=args.runs,
+            )
+        )
         print(f"{name} {order} done", file=sys.stderr, flush=True)
     return cmps
 
@@ -68,12 +82,15 @@ def bench_backend(name: str, small: memvault.Store, big: memvault.Store, sizes: 
 def ratios(cmps: list[Comparison], sizes: tuple[int, int]) -> list[str]:
     out = []
     for c in cmps:
-        first = c.ratio(("first", f"first page @{sizes[1]:,}"),
-                        ("first", f"first page @{sizes[0]:,}"))
+        first = c.ratio(
+            ("first", f"first page @{sizes[1]:,}"), ("first", f"first page @{sizes[0]:,}")
+        )
         mid = c.ratio(("mid", f"mid page @{sizes[1]:,}"), ("mid", f"mid page @{sizes[0]:,}"))
         ok = "met" if first.median <= 1.3 and mid.median <= 1.3 else "NOT met"
-        out.append(f"- {c.title}: first page {first}, a middle page {mid} at "
-                   f"{sizes[1]:,} vs {sizes[0]:,} sessions (target <= 1.3x: {ok})")
+        out.append(
+            f"- {c.title}: first page {first}, a middle page {mid} at "
+            f"{sizes[1]:,} vs {sizes[0]:,} sessions (target <= 1.3x: {ok})"
+        )
     return out
 
 
@@ -100,7 +117,7 @@ def _drop(kind: str, args: argparse.Namespace, size: int) -> None:
         client = redis.Redis.from_url(args.redis_url)
         keys = list(client.scan_iter(match=f"bench-pages-{size}:*", count=1000))
         for start in range(0, len(keys), 1000):
-            client.unlink(*keys[start:start + 1000])
+            client.unlink(*keys[start : start + 1000])
     else:
         import psycopg
 
@@ -117,9 +134,13 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", nargs="*", default=["sqlite", "postgres", "redis"],
-                    help="backends: sqlite, postgres, redis, redis-cluster (a private "
-                         "3-primary cluster started for the run)")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=["sqlite", "postgres", "redis"],
+        help="backends: sqlite, postgres, redis, redis-cluster (a private "
+        "3-primary cluster started for the run)",
+    )
     args = ap.parse_args()
     with ExitStack() as stack:
         if "redis-cluster" in args.only:
@@ -132,8 +153,16 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> None:
     sizes = (100, args.big)
-    lines = ["### Command", "", "```", " ".join(["python", *sys.argv]), "```", "",
-             f"- load average at start: {load()}", ""]
+    lines = [
+        "### Command",
+        "",
+        "```",
+        " ".join(["python", *sys.argv]),
+        "```",
+        "",
+        f"- load average at start: {load()}",
+        "",
+    ]
     tables, verdicts = [], []
     for kind in args.only:
         stores = []
@@ -141,20 +170,35 @@ def run(args: argparse.Namespace) -> None:
             url, options = _stores(kind, args, size)
             started = time.monotonic()
             generate(url, sessions=size, messages=size, progress=False, **options)
-            print(f"{kind}: {size:,} sessions in {time.monotonic() - started:.0f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{kind}: {size:,} sessions in {time.monotonic() - started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             stores.append(memvault.open(url, **options))
         try:
             cmps = bench_backend(kind, stores[0], stores[1], sizes, args)
             if kind == "sqlite":
-                cmps.append(compare("sqlite: inspector's first sessions page", [
-                    Candidate(f"@{size:,}", (lambda s: lambda i: views.sessions_page(s))(store))
-                    for size, store in zip(sizes, stores, strict=True)],
-                    baseline=f"@{sizes[0]:,}", calls=args.calls, warmup=args.warmup,
-                    runs=args.runs))
-                verdicts.append(f"- inspector's first sessions page: "
-                                f"{cmps[-1].ratio(f'@{sizes[1]:,}', f'@{sizes[0]:,}')} at "
-                                f"{sizes[1]:,} vs {sizes[0]:,} sessions")
+                cmps.append(
+                    compare(
+                        "sqlite: inspector's first sessions page",
+                        [
+                            Candidate(
+                                f"@{size:,}", (lambda s: lambda i: views.sessions_page(s))(store)
+                            )
+                            for size, store in zip(sizes, stores, strict=True)
+                        ],
+                        baseline=f"@{sizes[0]:,}",
+                        calls=args.calls,
+                        warmup=args.warmup,
+                        runs=args.runs,
+                    )
+                )
+                verdicts.append(
+                    f"- inspector's first sessions page: "
+                    f"{cmps[-1].ratio(f'@{sizes[1]:,}', f'@{sizes[0]:,}')} at "
+                    f"{sizes[1]:,} vs {sizes[0]:,} sessions"
+                )
             tables.append(markdown_table(cmps))
             verdicts += ratios([c for c in cmps if "page by" in c.title], sizes)
         finally:
@@ -162,8 +206,21 @@ def run(args: argparse.Namespace) -> None:
                 store.close()
             for size in sizes:
                 _drop(kind, args, size)
-    print("\n".join([*lines, "### Medians", "", *tables, "### Targets", "", *verdicts, "",
-                     f"- load average at end: {load()}"]))
+    print(
+        "\n".join(
+            [
+                *lines,
+                "### Medians",
+                "",
+                *tables,
+                "### Targets",
+                "",
+                *verdicts,
+                "",
+                f"- load average at end: {load()}",
+            ]
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -107,33 +107,45 @@ class Raw:
         """)
 
     def append(self, session: str, pairs: Pairs) -> None:
-        rows = [(session, json.dumps({"role": role, "content": text}, ensure_ascii=False))
-                for role, text in pairs]
+        rows = [
+            (session, json.dumps({"role": role, "content": text}, ensure_ascii=False))
+            for role, text in pairs
+        ]
         self.db.execute("BEGIN IMMEDIATE")
         self.db.executemany("INSERT INTO messages (session, body) VALUES (?, ?)", rows)
         self.db.execute("COMMIT")
 
     def history(self, session: str, last: int) -> list[dict[str, str]]:
-        rows = self.db.execute("SELECT body FROM messages WHERE session = ? ORDER BY id DESC"
-                               " LIMIT ?", (session, last)).fetchall()
+        rows = self.db.execute(
+            "SELECT body FROM messages WHERE session = ? ORDER BY id DESC LIMIT ?", (session, last)
+        ).fetchall()
         return [json.loads(r[0]) for r in reversed(rows)]
 
     def set_head(self, session: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO heads SELECT ?, max(id) FROM messages"
-                        " WHERE session = ?", (session, session))
+        self.db.execute(
+            "INSERT OR REPLACE INTO heads SELECT ?, max(id) FROM messages WHERE session = ?",
+            (session, session),
+        )
 
     def snapshot(self, session: str, name: str) -> None:
         self.db.execute("BEGIN IMMEDIATE")
-        self.db.execute("INSERT INTO snapshots SELECT session, ?, head FROM heads"
-                        " WHERE session = ?", (name, session))
+        self.db.execute(
+            "INSERT INTO snapshots SELECT session, ?, head FROM heads WHERE session = ?",
+            (name, session),
+        )
         self.db.execute("COMMIT")
 
     def rollback(self, session: str, name: str, saved_as: str) -> None:
         self.db.execute("BEGIN IMMEDIATE")
-        self.db.execute("INSERT INTO snapshots SELECT session, ?, head FROM heads"
-                        " WHERE session = ?", (saved_as, session))
-        self.db.execute("UPDATE heads SET head = (SELECT head FROM snapshots WHERE session = ?"
-                        " AND name = ?) WHERE session = ?", (session, name, session))
+        self.db.execute(
+            "INSERT INTO snapshots SELECT session, ?, head FROM heads WHERE session = ?",
+            (saved_as, session),
+        )
+        self.db.execute(
+            "UPDATE heads SET head = (SELECT head FROM snapshots WHERE session = ?"
+            " AND name = ?) WHERE session = ?",
+            (session, name, session),
+        )
         self.db.execute("COMMIT")
 
     def settings(self) -> str:
@@ -142,8 +154,9 @@ class Raw:
 
 def _settings(db: sqlite3.Connection) -> str:
     mode = db.execute("PRAGMA journal_mode").fetchone()[0]
-    sync = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[db.execute("PRAGMA synchronous")
-                                                        .fetchone()[0]]
+    sync = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[
+        db.execute("PRAGMA synchronous").fetchone()[0]
+    ]
     return f"journal_mode={mode}, synchronous={sync}"
 
 
@@ -157,8 +170,10 @@ class Stores:
 
         self.folder, self.loop = folder, loop
         self.raw = {d: Raw(folder / f"raw-{d}.db", d.upper()) for d in ("full", "normal")}
-        self.mv = {d: memvault.open(f"sqlite:///{folder}/memvault-{d}.db", durability=d)
-                   for d in ("full", "normal")}
+        self.mv = {
+            d: memvault.open(f"sqlite:///{folder}/memvault-{d}.db", durability=d)
+            for d in ("full", "normal")
+        }
         self.agents_path = folder / "agents.db"
         self.agents = {s: SQLiteSession(s, self.agents_path) for s in ("append", *map(str, SIZES))}
         self.lc_path = folder / "langchain.db"
@@ -170,8 +185,9 @@ class Stores:
             dbapi.execute("PRAGMA synchronous = FULL")
 
         self.lc_engine = engine
-        self.lc = {s: SQLChatMessageHistory(s, connection=engine)
-                   for s in ("append", *map(str, SIZES))}
+        self.lc = {
+            s: SQLChatMessageHistory(s, connection=engine) for s in ("append", *map(str, SIZES))
+        }
 
     # -- one call of each operation, per contender ------------------------------------
     def raw_append(self, durability: str) -> Callable[[int], object]:
@@ -182,14 +198,18 @@ class Stores:
         session = self.agents["append"]
 
         async def call(i: int) -> None:
-            await session.add_items([{"role": r, "content": t}  # type: ignore[misc]
-                                     for r, t in turn_pairs(i)])
+            await session.add_items(
+                [
+                    {"role": r, "content": t}  # type: ignore[misc]
+                    for r, t in turn_pairs(i)
+                ]
+            )
+
         return on_loop(self.loop, call)
 
     def history_peers(self, session: str, group: str) -> list[Candidate]:
         agents = self.agents[session]
-        return [Candidate(AGENTS, on_loop(self.loop, lambda i: agents.get_items(limit=20)),
-                          group)]
+        return [Candidate(AGENTS, on_loop(self.loop, lambda i: agents.get_items(limit=20)), group)]
 
     # -- filling -----------------------------------------------------------------------
     def fill(self) -> None:
@@ -200,8 +220,9 @@ class Stores:
                     raw.append(name, pairs)
                 for mv in self.mv.values():
                     mv.session(name).append(mv_messages(pairs))
-                self.loop.run_until_complete(self.agents[name].add_items(
-                    [{"role": r, "content": t} for r, t in pairs]))  # type: ignore[misc]
+                self.loop.run_until_complete(
+                    self.agents[name].add_items([{"role": r, "content": t} for r, t in pairs])
+                )  # type: ignore[misc]
                 self.lc[name].add_messages(lc_messages(pairs))
             for raw in self.raw.values():
                 raw.set_head(name)
@@ -229,19 +250,31 @@ def bench_append(s: Stores, durability: str, calls: int, warmup: int, runs: int)
     total = warmup + runs * calls
     mv_turns = prebuilt(total, mv_turn)
     mv = s.mv[durability].session("append")
-    cands = [(Candidate(RAW, s.raw_append(durability), durability), s.raw[durability].path),
-             (Candidate(MEMVAULT, lambda i: mv.append(mv_turns(i)), durability),
-              Path(s.mv[durability].backend.path))]  # type: ignore[attr-defined]
+    cands = [
+        (Candidate(RAW, s.raw_append(durability), durability), s.raw[durability].path),
+        (
+            Candidate(MEMVAULT, lambda i: mv.append(mv_turns(i)), durability),
+            Path(s.mv[durability].backend.path),
+        ),
+    ]  # type: ignore[attr-defined]
     if durability == "full":  # the peers fsync every commit
         lc_turns = prebuilt(total, lc_turn)
         lc = s.lc["append"]
-        cands += [(Candidate(AGENTS, s.agents_append(), durability), s.agents_path),
-                  (Candidate(LANGCHAIN, lambda i: lc.add_messages(lc_turns(i)), durability),
-                   s.lc_path)]
+        cands += [
+            (Candidate(AGENTS, s.agents_append(), durability), s.agents_path),
+            (Candidate(LANGCHAIN, lambda i: lc.add_messages(lc_turns(i)), durability), s.lc_path),
+        ]
     for cand, path in cands:
         warm_wal(path, cand.call)
-    return compare("append one 2-message turn", [c for c, _ in cands], baseline=RAW,
-                   calls=calls, warmup=warmup, runs=runs, between_runs=progress)
+    return compare(
+        "append one 2-message turn",
+        [c for c, _ in cands],
+        baseline=RAW,
+        calls=calls,
+        warmup=warmup,
+        runs=runs,
+        between_runs=progress,
+    )
 
 
 def targets(cmps: dict[str, Comparison]) -> list[str]:
@@ -249,20 +282,30 @@ def targets(cmps: dict[str, Comparison]) -> list[str]:
     out = []
     for d, limit in (("full", 2.0), ("normal", 2.5)):
         if f"append-{d}" in cmps:
-            out.append(at_most(f"append at {d}: memvault <= {limit:g}x raw sqlite3",
-                               cmps[f"append-{d}"], (d, MEMVAULT), (d, RAW), limit))
+            out.append(
+                at_most(
+                    f"append at {d}: memvault <= {limit:g}x raw sqlite3",
+                    cmps[f"append-{d}"],
+                    (d, MEMVAULT),
+                    (d, RAW),
+                    limit,
+                )
+            )
     if "append-full" in cmps:
         a = cmps["append-full"]
         for peer in (AGENTS, LANGCHAIN):
             r = a.ratio(("full", MEMVAULT), ("full", peer))
             to_raw = a.ratio(("full", peer), ("full", RAW))
-            out.append(f"- append at full: memvault faster than {peer}: {verdict(r.median < 1)}"
-                       f" — memvault/peer = {r}; the peer is at {to_raw} of raw")
+            out.append(
+                f"- append at full: memvault faster than {peer}: {verdict(r.median < 1)}"
+                f" — memvault/peer = {r}; the peer is at {to_raw} of raw"
+            )
     if "history" in cmps:
         h = cmps["history"]
         for g in (SMALL, BIG):
-            out.append(at_most(f"history(last=20) at {g}: <= 2x raw", h, (g, MEMVAULT),
-                               (g, RAW), 2))
+            out.append(
+                at_most(f"history(last=20) at {g}: <= 2x raw", h, (g, MEMVAULT), (g, RAW), 2)
+            )
         out.append(flat_with_size("history(last=20)", h, RAW))
     return out + pointer_targets(cmps, RAW)
 
@@ -279,31 +322,56 @@ def disk(folder: Path) -> str:
 
 
 def main() -> None:
-    ap = arguments(__doc__, ["append-full", "append-normal", "history", "langchain",
-                             "snapshot", "rollback"])
-    ap.add_argument("--dir", default=None, help="folder for the database files (default: a"
-                    " temporary folder under $TMPDIR)")
+    ap = arguments(
+        __doc__, ["append-full", "append-normal", "history", "langchain", "snapshot", "rollback"]
+    )
+    ap.add_argument(
+        "--dir",
+        default=None,
+        help="folder for the database files (default: a temporary folder under $TMPDIR)",
+    )
     args = ap.parse_args()
     calls, warmup, runs = args.calls, args.warmup, args.runs
 
     loop = asyncio.new_event_loop()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="memvault-bench-") as tmp:
         folder = Path(tmp).resolve()
-        facts = machine(["openai-agents", "langchain-community", "langchain-core", "SQLAlchemy",
-                         "pydantic"], disk(folder))
+        facts = machine(
+            ["openai-agents", "langchain-community", "langchain-core", "SQLAlchemy", "pydantic"],
+            disk(folder),
+        )
         s = Stores(folder, loop)
         s.fill()
-        cmps = run(args.only, {
-            "append-full": lambda: bench_append(s, "full", calls, warmup, runs),
-            "append-normal": lambda: bench_append(s, "normal", calls, warmup, runs),
-            **shared_benches(RAW, s.raw["full"], s.mv["full"], args, s.history_peers,
-                             LANGCHAIN, lambda session: s.lc[session].messages),
-        })
+        cmps = run(
+            args.only,
+            {
+                "append-full": lambda: bench_append(s, "full", calls, warmup, runs),
+                "append-normal": lambda: bench_append(s, "normal", calls, warmup, runs),
+                **shared_benches(
+                    RAW,
+                    s.raw["full"],
+                    s.mv["full"],
+                    args,
+                    s.history_peers,
+                    LANGCHAIN,
+                    lambda session: s.lc[session].messages,
+                ),
+            },
+        )
         settings = s.settings()
     loop.close()
-    report(args, facts, ["### Durability, as read back from each library's own connection", "",
-                         *[f"- {k}: {v}" for k, v in settings.items()], ""],
-           cmps, targets(cmps))
+    report(
+        args,
+        facts,
+        [
+            "### Durability, as read back from each library's own connection",
+            "",
+            *[f"- {k}: {v}" for k, v in settings.items()],
+            "",
+        ],
+        cmps,
+        targets(cmps),
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,10 @@ def replay(path: Path, without: str = "") -> Candidate:
     schema 7). ``without``: one part left out, to price it: "events" (its insert)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA synchronous = NORMAL")
-    db.execute("INSERT INTO sessions (name, head, depth, base, version, next_node, created_at,"
-               " updated_at) VALUES ('replay', 0, 0, 0, 0, 1, 0, 0)")
+    db.execute(
+        "INSERT INTO sessions (name, head, depth, base, version, next_node, created_at,"
+        " updated_at) VALUES ('replay', 0, 0, 0, 0, 1, 0, 0)"
+    )
     sid = db.execute("SELECT sid FROM sessions WHERE name = 'replay'").fetchone()[0]
     bodies = [r.body for r in encode_batch(mv_turn(0), *LIMITS)]
 
@@ -69,22 +71,31 @@ def replay(path: Path, without: str = "") -> Candidate:
         node = 2 * i + 10
         db.execute("BEGIN IMMEDIATE")
         db.execute(live_ids_sql(2), (f"r{node}", f"r{node + 1}", "replay")).fetchall()
-        db.executemany("INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       [(rowid_of(sid, n), sid, n, n - 1, n, f"r{n}", b)
-                        for n, b in zip((node, node + 1), bodies, strict=True)])
-        db.execute("UPDATE sessions SET head=?, depth=?, version=?, next_node=?, updated_at=?"
-                   " WHERE sid=?", (node + 1, node + 1, i + 10, node + 2, time.time(), sid))
+        db.executemany(
+            "INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (rowid_of(sid, n), sid, n, n - 1, n, f"r{n}", b)
+                for n, b in zip((node, node + 1), bodies, strict=True)
+            ],
+        )
+        db.execute(
+            "UPDATE sessions SET head=?, depth=?, version=?, next_node=?, updated_at=? WHERE sid=?",
+            (node + 1, node + 1, i + 10, node + 2, time.time(), sid),
+        )
         if without != "events":
-            db.execute("INSERT INTO events (sid, id, version, op, writer, at, head_before,"
-                       " base_before, head_after, base_after, detail) VALUES (?1, (SELECT"
-                       " ifnull(max(id), 0) + 1 FROM events WHERE sid = ?1), ?2, 'append',"
-                       " 'w', ?3, ?4, 0, ?5, 0, ?6)",
-                       (sid, i + 10, time.time(), node - 1, node + 1,
-                        json.dumps({"messages": 2})))
+            db.execute(
+                "INSERT INTO events (sid, id, version, op, writer, at, head_before,"
+                " base_before, head_after, base_after, detail) VALUES (?1, (SELECT"
+                " ifnull(max(id), 0) + 1 FROM events WHERE sid = ?1), ?2, 'append',"
+                " 'w', ?3, ?4, 0, ?5, 0, ?6)",
+                (sid, i + 10, time.time(), node - 1, node + 1, json.dumps({"messages": 2})),
+            )
         db.execute("COMMIT")
-    return Candidate(f"memvault's SQL (plain sqlite3){' without ' if without else ''}"
-                     f"{without}", call, "append")
+
+    return Candidate(
+        f"memvault's SQL (plain sqlite3){' without ' if without else ''}{without}", call, "append"
+    )
 
 
 def pages_per_append(path: Path, append: object, count: int = 60) -> float:
@@ -114,28 +125,47 @@ def append_parts(folder: Path, calls: int, warmup: int, runs: int) -> tuple[Comp
     records = prebuilt(total, lambda i: encode_batch(mv_turn(i), *LIMITS))
     session, backend = mv.session("append"), engine.backend
     cands = [
-        (Candidate("raw sqlite3", lambda i: raw.append("append", turn_pairs(i)), "append"),
-         folder / "raw.db"),
+        (
+            Candidate("raw sqlite3", lambda i: raw.append("append", turn_pairs(i)), "append"),
+            folder / "raw.db",
+        ),
         (Candidate("memvault", lambda i: session.append(turns(i)), "append"), folder / "mv.db"),
-        (Candidate("backend.append (pre-encoded)", lambda i: backend.append(
-            "append", records(i), None, None, Write("w", time.time(), None)), "append"),
-         folder / "engine.db"),
-        *((replay(folder / f"replay{k}.db", v), folder / f"replay{k}.db")
-          for k, v in enumerate(variants)),
+        (
+            Candidate(
+                "backend.append (pre-encoded)",
+                lambda i: backend.append(
+                    "append", records(i), None, None, Write("w", time.time(), None)
+                ),
+                "append",
+            ),
+            folder / "engine.db",
+        ),
+        *(
+            (replay(folder / f"replay{k}.db", v), folder / f"replay{k}.db")
+            for k, v in enumerate(variants)
+        ),
     ]
     for cand, path in cands:
         warm_wal(path, cand.call)
     parts = [c for c, _ in cands] + [
         Candidate("encode (encode_batch)", lambda i: encode_batch(fresh(i), *LIMITS), "append"),
-        Candidate("raw's json.dumps", lambda i: [json.dumps(
-            {"role": r, "content": t}, ensure_ascii=False) for r, t in turn_pairs(i)], "append"),
+        Candidate(
+            "raw's json.dumps",
+            lambda i: [
+                json.dumps({"role": r, "content": t}, ensure_ascii=False) for r, t in turn_pairs(i)
+            ],
+            "append",
+        ),
     ]
-    cmp = compare("append parts", parts, baseline="raw sqlite3", calls=calls, warmup=warmup,
-                  runs=runs)
+    cmp = compare(
+        "append parts", parts, baseline="raw sqlite3", calls=calls, warmup=warmup, runs=runs
+    )
     more = prebuilt(0, mv_turn)
-    pages = (f"WAL pages per append: memvault "
-             f"{pages_per_append(folder / 'mv.db', lambda i: session.append(more(i))):.2f}, "
-             f"raw sqlite3 {pages_per_append(folder / 'raw.db', cands[0][0].call):.2f}")
+    pages = (
+        f"WAL pages per append: memvault "
+        f"{pages_per_append(folder / 'mv.db', lambda i: session.append(more(i))):.2f}, "
+        f"raw sqlite3 {pages_per_append(folder / 'raw.db', cands[0][0].call):.2f}"
+    )
     mv.close()
     engine.close()
     return cmp, pages
@@ -149,25 +179,43 @@ def history_parts(folder: Path, calls: int, warmup: int, runs: int) -> Compariso
         mv.session("h").append(mv_messages(pairs))
     session, backend = mv.session("h"), mv.backend
     stored = backend.history("h", 20, time.time())
-    rows = raw.db.execute("SELECT body FROM messages WHERE session = 'h' ORDER BY id DESC"
-                          " LIMIT 20").fetchall()
+    rows = raw.db.execute(
+        "SELECT body FROM messages WHERE session = 'h' ORDER BY id DESC LIMIT 20"
+    ).fetchall()
     query = "SELECT body FROM messages WHERE session = ? ORDER BY id DESC LIMIT ?"
-    cmp = compare("history(last=20) parts", [
-        Candidate("raw sqlite3", lambda i: raw.history("h", 20), "history"),
-        Candidate("raw's query", lambda i: raw.db.execute(query, ("h", 20)).fetchall(),
-                  "history"),
-        Candidate("raw's json.loads x20", lambda i: [json.loads(r[0]) for r in rows],
-                  "history"),
-        Candidate("memvault", lambda i: session.history(last=20), "history"),
-        Candidate("memvault, first read", lambda i: (forget(), session.history(last=20)),
-                  "history"),
-        Candidate("backend.history", lambda i: backend.history("h", 20, time.time()),
-                  "history"),
-        Candidate("decode_message x20", lambda i: [decode_message("h", d, b)
-                                                   for d, b in stored], "history"),
-        Candidate("decode_message x20, first read", lambda i: (forget(), [
-            decode_message("h", d, b) for d, b in stored]), "history"),
-    ], baseline="raw sqlite3", calls=calls, warmup=warmup, runs=runs)
+    cmp = compare(
+        "history(last=20) parts",
+        [
+            Candidate("raw sqlite3", lambda i: raw.history("h", 20), "history"),
+            Candidate(
+                "raw's query", lambda i: raw.db.execute(query, ("h", 20)).fetchall(), "history"
+            ),
+            Candidate(
+                "raw's json.loads x20", lambda i: [json.loads(r[0]) for r in rows], "history"
+            ),
+            Candidate("memvault", lambda i: session.history(last=20), "history"),
+            Candidate(
+                "memvault, first read", lambda i: (forget(), session.history(last=20)), "history"
+            ),
+            Candidate(
+                "backend.history", lambda i: backend.history("h", 20, time.time()), "history"
+            ),
+            Candidate(
+                "decode_message x20",
+                lambda i: [decode_message("h", d, b) for d, b in stored],
+                "history",
+            ),
+            Candidate(
+                "decode_message x20, first read",
+                lambda i: (forget(), [decode_message("h", d, b) for d, b in stored]),
+                "history",
+            ),
+        ],
+        baseline="raw sqlite3",
+        calls=calls,
+        warmup=warmup,
+        runs=runs,
+    )
     mv.close()
     return cmp
 
@@ -175,8 +223,9 @@ def history_parts(folder: Path, calls: int, warmup: int, runs: int) -> Compariso
 def main() -> None:
     ap = arguments(__doc__, ["append", "history"])
     args = ap.parse_args()
-    print(f"load average at start: {load()}; SQLite {sqlite3.sqlite_version}; "
-          f"nproc {os.cpu_count()}")
+    print(
+        f"load average at start: {load()}; SQLite {sqlite3.sqlite_version}; nproc {os.cpu_count()}"
+    )
     with tempfile.TemporaryDirectory(prefix="memvault-parts-") as tmp:
         folder = Path(tmp)
         cmps, notes = [], []

@@ -36,8 +36,10 @@ def main() -> None:
         assert len(s.history()) == 21 and s.info().summarized == 9_980
         times: dict[str, list[float]] = {"history()": [], "history(last=20)": []}
         for n in range(args.calls + 20):
-            for label, call in (("history()", s.history),
-                                ("history(last=20)", lambda: s.history(last=20))):
+            for label, call in (
+                ("history()", s.history),
+                ("history(last=20)", lambda: s.history(last=20)),
+            ):
                 start = time.perf_counter()
                 call()
                 if n >= 20:

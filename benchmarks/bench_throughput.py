@@ -84,12 +84,21 @@ def sqlite_backend(folder: Path) -> Iterator[Backend]:
     from bench_sqlite import Raw
 
     def count(session: str) -> int:
-        return int(Raw(folder / "raw.db", "FULL").db.execute(
-            "SELECT count(*) FROM messages WHERE session = ?", (session,)).fetchone()[0])
+        return int(
+            Raw(folder / "raw.db", "FULL")
+            .db.execute("SELECT count(*) FROM messages WHERE session = ?", (session,))
+            .fetchone()[0]
+        )
 
     Raw(folder / "raw.db", "FULL").db.close()  # the tables, before writers race to make them
-    yield Backend("SQLite", "raw sqlite3", f"sqlite:///{folder}/mv.db", {"durability": "full"},
-                  lambda: Raw(folder / "raw.db", "FULL"), count)
+    yield Backend(
+        "SQLite",
+        "raw sqlite3",
+        f"sqlite:///{folder}/mv.db",
+        {"durability": "full"},
+        lambda: Raw(folder / "raw.db", "FULL"),
+        count,
+    )
 
 
 @contextmanager
@@ -100,13 +109,18 @@ def redis_backend(url: str) -> Iterator[Backend]:
     client = redis.Redis.from_url(url)
     bench_redis.PREFIX = f"{PREFIX}:raw"  # inherited by the forked writers
     try:
-        yield Backend("Redis", "raw redis-py", url, {"prefix": f"{PREFIX}:mv", "ttl": TTL},
-                      lambda: bench_redis.Raw(redis.Redis.from_url(url)),
-                      lambda s: int(client.llen(bench_redis.Raw.key(s))))
+        yield Backend(
+            "Redis",
+            "raw redis-py",
+            url,
+            {"prefix": f"{PREFIX}:mv", "ttl": TTL},
+            lambda: bench_redis.Raw(redis.Redis.from_url(url)),
+            lambda s: int(client.llen(bench_redis.Raw.key(s))),
+        )
     finally:
         keys = list(client.scan_iter(match=f"{PREFIX}:*", count=1000))
         for at in range(0, len(keys), 500):
-            client.delete(*keys[at:at + 500])
+            client.delete(*keys[at : at + 500])
         client.close()
 
 
@@ -125,28 +139,45 @@ def postgres_backend(url: str) -> Iterator[Backend]:
         memvault.open(url, schema=f"{schema}_mv").close()  # migrated once, before the race
 
         def count(session: str) -> int:
-            row: Any = admin.execute(sql.SQL("SELECT count(*) FROM {}.messages WHERE session"
-                                             " = %s").format(sql.Identifier(schema)),
-                                     (session,)).fetchone()
+            row: Any = admin.execute(
+                sql.SQL("SELECT count(*) FROM {}.messages WHERE session = %s").format(
+                    sql.Identifier(schema)
+                ),
+                (session,),
+            ).fetchone()
             return int(row[0])
 
-        yield Backend("PostgreSQL", "raw psycopg", url, {"schema": f"{schema}_mv"},
-                      lambda: bench_postgres.Raw(url), count)
+        yield Backend(
+            "PostgreSQL",
+            "raw psycopg",
+            url,
+            {"schema": f"{schema}_mv"},
+            lambda: bench_postgres.Raw(url),
+            count,
+        )
     finally:
         for name in (schema, f"{schema}_mv"):
-            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
         admin.close()
 
 
 # -- one writer process -----------------------------------------------------------------
 def mv_turn(writer: int, turn: int) -> list[Message]:
-    return [Message(id=f"w{writer}-{turn}-{k}", role=role, content=text)  # type: ignore[arg-type]
-            for k, (role, text) in enumerate(turn_pairs(turn))]
+    return [
+        Message(id=f"w{writer}-{turn}-{k}", role=role, content=text)  # type: ignore[arg-type]
+        for k, (role, text) in enumerate(turn_pairs(turn))
+    ]
 
 
-def writer(backend: Backend, who: str, session: str, number: int, duration: float,
-           barrier: Any, results: Any) -> None:
+def writer(
+    backend: Backend,
+    who: str,
+    session: str,
+    number: int,
+    duration: float,
+    barrier: Any,
+    results: Any,
+) -> None:
     """Append turns to ``session`` for ``duration`` seconds after the barrier."""
     if who == MEMVAULT:
         with memvault.open(backend.mv_url, **backend.mv_options) as store:
@@ -154,12 +185,12 @@ def writer(backend: Backend, who: str, session: str, number: int, duration: floa
             appending(lambda i: s.append(mv_turn(number, i)), number, duration, barrier, results)
     else:
         raw = backend.raw()
-        appending(lambda i: raw.append(session, turn_pairs(i)), number, duration, barrier,
-                  results)
+        appending(lambda i: raw.append(session, turn_pairs(i)), number, duration, barrier, results)
 
 
-def appending(append: Callable[[int], object], number: int, duration: float, barrier: Any,
-              results: Any) -> None:
+def appending(
+    append: Callable[[int], object], number: int, duration: float, barrier: Any, results: Any
+) -> None:
     errors: Counter[str] = Counter()
     turn = 0
     unexpected = ""
@@ -187,8 +218,15 @@ def appending(append: Callable[[int], object], number: int, duration: float, bar
     while not unexpected and time.perf_counter() < end:
         if one():
             turn += 1
-    results.put({"writer": number, "timed": turn - warm, "turns": turn, "errors": dict(errors),
-                 "unexpected": unexpected})
+    results.put(
+        {
+            "writer": number,
+            "timed": turn - warm,
+            "turns": turn,
+            "errors": dict(errors),
+            "unexpected": unexpected,
+        }
+    )
 
 
 # -- one configuration ------------------------------------------------------------------
@@ -203,15 +241,15 @@ class Run:
     problems: list[str] = field(default_factory=list)
 
 
-def measure(backend: Backend, who: str, mode: str, writers: int, duration: float,
-            tag: str) -> Run:
+def measure(backend: Backend, who: str, mode: str, writers: int, duration: float, tag: str) -> Run:
     """``writers`` processes appending for ``duration`` seconds; then the check."""
     ctx = mp.get_context("fork")
     barrier, results = ctx.Barrier(writers), ctx.Queue()
-    sessions = [f"{tag}-{who}-{mode}-{writers}-{n if mode == 'own' else 0}"
-                for n in range(writers)]
-    procs = [ctx.Process(target=writer, args=(backend, who, sessions[n], n, duration, barrier,
-                                              results)) for n in range(writers)]
+    sessions = [f"{tag}-{who}-{mode}-{writers}-{n if mode == 'own' else 0}" for n in range(writers)]
+    procs = [
+        ctx.Process(target=writer, args=(backend, who, sessions[n], n, duration, barrier, results))
+        for n in range(writers)
+    ]
     for p in procs:
         p.start()
     got = [results.get(timeout=duration + 300) for _ in procs]
@@ -240,8 +278,9 @@ def check(backend: Backend, who: str, sessions: list[str], turns: dict[int, int]
         with memvault.open(backend.mv_url, **backend.mv_options) as store:
             ids = [m.id for m in store.session(session).history()]
         if len(ids) != want or len(set(ids)) != len(ids):
-            problems.append(f"{session}: {len(ids)} messages ({len(set(ids))} distinct), "
-                            f"{want} acknowledged")
+            problems.append(
+                f"{session}: {len(ids)} messages ({len(set(ids))} distinct), {want} acknowledged"
+            )
         for n in writers:
             mine = [i for i in ids if i.startswith(f"w{n}-")]
             if mine != [f"w{n}-{t}-{k}" for t in range(turns[n]) for k in (0, 1)]:
@@ -251,17 +290,21 @@ def check(backend: Backend, who: str, sessions: list[str], turns: dict[int, int]
 
 # -- the whole run ----------------------------------------------------------------------
 def backends(names: list[str], args: argparse.Namespace, folder: Path) -> Iterator[Any]:
-    makers = {"sqlite": lambda: sqlite_backend(folder),
-              "redis": lambda: redis_backend(args.redis_url),
-              "postgres": lambda: postgres_backend(args.pg_url)}
+    makers = {
+        "sqlite": lambda: sqlite_backend(folder),
+        "redis": lambda: redis_backend(args.redis_url),
+        "postgres": lambda: postgres_backend(args.pg_url),
+    }
     for name in names:
         yield makers[name]()
 
 
 def table(runs: list[Run], rounds: int) -> tuple[str, list[dict[str, Any]]]:
-    lines = ["| backend | sessions | writers | raw appends/s | memvault appends/s | "
-             "memvault / raw | retryable errors (memvault; raw) | check |",
-             "|---|---|---:|---:|---:|---:|---|---|"]
+    lines = [
+        "| backend | sessions | writers | raw appends/s | memvault appends/s | "
+        "memvault / raw | retryable errors (memvault; raw) | check |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+    ]
     rows = []
     keys = dict.fromkeys((r.backend, r.mode, r.writers) for r in runs)
     for backend, mode, writers in keys:
@@ -271,22 +314,40 @@ def table(runs: list[Run], rounds: int) -> tuple[str, list[dict[str, Any]]]:
         ratios = [m / r for m, r in zip(mv, raw, strict=True) if r]
         errs = [sum((r.errors for r in mine if r.who == w), Counter()) for w in (MEMVAULT, RAW)]
         problems = [p for r in mine for p in r.problems]
-        ratio = (f"{statistics.median(ratios):.2f}x" + (
-            f" ({min(ratios):.2f}-{max(ratios):.2f})" if rounds > 1 else "")) if ratios else "—"
-        shown = "; ".join(", ".join(f"{k} {v}" for k, v in sorted(e.items())) or "none"
-                          for e in errs)
-        lines.append(f"| {backend} | {'one each' if mode == 'own' else 'all in one'} | "
-                     f"{writers} | {statistics.median(raw):,.0f} | {statistics.median(mv):,.0f}"
-                     f" | {ratio} | {shown} | {'; '.join(problems) or 'ok'} |")
-        rows.append({"backend": backend, "mode": mode, "writers": writers,
-                     "raw": statistics.median(raw), "memvault": statistics.median(mv),
-                     "ratio": statistics.median(ratios) if ratios else None,
-                     "errors": [dict(e) for e in errs], "problems": problems})
+        ratio = (
+            (
+                f"{statistics.median(ratios):.2f}x"
+                + (f" ({min(ratios):.2f}-{max(ratios):.2f})" if rounds > 1 else "")
+            )
+            if ratios
+            else "—"
+        )
+        shown = "; ".join(
+            ", ".join(f"{k} {v}" for k, v in sorted(e.items())) or "none" for e in errs
+        )
+        lines.append(
+            f"| {backend} | {'one each' if mode == 'own' else 'all in one'} | "
+            f"{writers} | {statistics.median(raw):,.0f} | {statistics.median(mv):,.0f}"
+            f" | {ratio} | {shown} | {'; '.join(problems) or 'ok'} |"
+        )
+        rows.append(
+            {
+                "backend": backend,
+                "mode": mode,
+                "writers": writers,
+                "raw": statistics.median(raw),
+                "memvault": statistics.median(mv),
+                "ratio": statistics.median(ratios) if ratios else None,
+                "errors": [dict(e) for e in errs],
+                "problems": problems,
+            }
+        )
     return "\n".join(lines) + "\n", rows
 
 
 def plot(rows: list[dict[str, Any]], out: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -297,10 +358,17 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
             mine = [r for r in rows if r["backend"] == name and r["mode"] == mode]
             xs = [r["writers"] for r in mine]
             label = "own sessions" if mode == "own" else "one session"
-            ax.plot(xs, [r["memvault"] for r in mine], style, marker="o", color="C0",
-                    label=f"memvault, {label}")
-            ax.plot(xs, [r["raw"] for r in mine], style, marker="s", color="C1",
-                    label=f"raw, {label}")
+            ax.plot(
+                xs,
+                [r["memvault"] for r in mine],
+                style,
+                marker="o",
+                color="C0",
+                label=f"memvault, {label}",
+            )
+            ax.plot(
+                xs, [r["raw"] for r in mine], style, marker="s", color="C1", label=f"raw, {label}"
+            )
         ax.set_title(name)
         ax.set_xlabel("writer processes")
         ax.set_xscale("log", base=2)
@@ -339,35 +407,44 @@ def main() -> None:
                         for n in args.writers:
                             order = (RAW, MEMVAULT) if rnd % 2 == 0 else (MEMVAULT, RAW)
                             for who in order:
-                                runs.append(measure(backend, who, mode, n, args.duration,
-                                                    f"r{rnd}"))
+                                runs.append(
+                                    measure(backend, who, mode, n, args.duration, f"r{rnd}")
+                                )
                                 print(".", end="", file=sys.stderr, flush=True)
                 print(f" {backend.name}", file=sys.stderr, flush=True)
     text, rows = table(runs, args.rounds)
-    print(f"### Throughput under concurrency\n\n- command: `python {' '.join(sys.argv)}`\n"
-          f"- nproc {os.cpu_count()}; load average at start {start_load}, at end {load()}\n"
-          f"- {args.duration:g} s per run, {args.rounds} rounds, medians; memory:// is per "
-          f"process and not measured\n\n{text}")
+    print(
+        f"### Throughput under concurrency\n\n- command: `python {' '.join(sys.argv)}`\n"
+        f"- nproc {os.cpu_count()}; load average at start {start_load}, at end {load()}\n"
+        f"- {args.duration:g} s per run, {args.rounds} rounds, medians; memory:// is per "
+        f"process and not measured\n\n{text}"
+    )
     own = [r for r in rows if r["mode"] == "own" and r["ratio"] is not None]
     if own:
         worst = min(own, key=lambda r: r["ratio"])
         met = all(r["ratio"] >= 0.7 for r in own)
-        print(f"- (a) memvault >= 0.7x raw, own sessions, every backend and writer count: "
-              f"{'**met**' if met else '**not met**'} (lowest: {worst['ratio']:.2f}x, "
-              f"{worst['backend']}, {worst['writers']} writers)")
+        print(
+            f"- (a) memvault >= 0.7x raw, own sessions, every backend and writer count: "
+            f"{'**met**' if met else '**not met**'} (lowest: {worst['ratio']:.2f}x, "
+            f"{worst['backend']}, {worst['writers']} writers)"
+        )
     one = [r for r in rows if r["mode"] == "one"]
     if one:
         bad = [p for r in one for p in r["problems"]]
-        print(f"- (b) one session: no turn lost or duplicated, only retryable errors: "
-              f"{'**met**' if not bad else '**not met**: ' + '; '.join(bad)}")
+        print(
+            f"- (b) one session: no turn lost or duplicated, only retryable errors: "
+            f"{'**met**' if not bad else '**not met**: ' + '; '.join(bad)}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
     if args.plot:
         plot(rows, Path(args.plot))
         print(f"\n![throughput vs writers]({Path(args.plot).name})")
     if any(r["problems"] for r in rows):
-        sys.exit("bench_throughput: a check failed (lost, duplicated or misordered turns, or "
-                 "an error memvault does not document as retryable): see the report")
+        sys.exit(
+            "bench_throughput: a check failed (lost, duplicated or misordered turns, or "
+            "an error memvault does not document as retryable): see the report"
+        )
 
 
 if __name__ == "__main__":

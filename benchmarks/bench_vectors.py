@@ -43,10 +43,16 @@ from harness import Candidate, compare, markdown_table
 import memvault
 from memvault import Message
 
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima rain "
-         "weather invoice payment cat dog car train flight hotel booking").split()
-QUERIES = ("weather forecast for tomorrow", "invoice payment overdue", "echo golf",
-           "book a flight and a hotel")
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima rain "
+    "weather invoice payment cat dog car train flight hotel booking"
+).split()
+QUERIES = (
+    "weather forecast for tomorrow",
+    "invoice payment overdue",
+    "echo golf",
+    "book a flight and a hotel",
+)
 
 
 def text(i: int, j: int) -> str:
@@ -96,14 +102,23 @@ def run(url: str, args: argparse.Namespace) -> None:
         s = hybrid.session(sid)
         for i in range(args.size // 100):
             s.append([Message.user(text(i, j)) for j in range(100)])
-        print(f"# Semantic and hybrid search ({memvault.__version__}, {url.split(':')[0]}, "
-              f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})\n")
+        print(
+            f"# Semantic and hybrid search ({memvault.__version__}, {url.split(':')[0]}, "
+            f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})\n"
+        )
         searches = compare(
             f"search(k=10), {args.size:,} messages",
-            [Candidate("lexical", lambda n: lexical.session(sid).search(QUERIES[n % 4])),
-             Candidate("hybrid (wordllama)",
-                       lambda n: hybrid.session(sid).search(QUERIES[n % 4]))],
-            baseline="lexical", calls=args.calls, warmup=3, runs=args.runs)
+            [
+                Candidate("lexical", lambda n: lexical.session(sid).search(QUERIES[n % 4])),
+                Candidate(
+                    "hybrid (wordllama)", lambda n: hybrid.session(sid).search(QUERIES[n % 4])
+                ),
+            ],
+            baseline="lexical",
+            calls=args.calls,
+            warmup=3,
+            runs=args.runs,
+        )
         first = []
         for _ in range(3):
             with memvault.open(url, embedder="wordllama") as fresh:
@@ -113,38 +128,55 @@ def run(url: str, args: argparse.Namespace) -> None:
         appends = compare_appends(url, hybrid, lexical, args)
         compacts = compare(
             f"compact(), nothing to delete, {args.size:,} messages and the appends'",
-            [Candidate("steps only (before)",
-                       lambda n: lexical.backend.compact(None, time.time())),
-             Candidate("steps + vector sweep", lambda n: lexical.compact())],
-            baseline="steps only (before)", calls=args.compact_calls, warmup=2, runs=args.runs)
+            [
+                Candidate(
+                    "steps only (before)", lambda n: lexical.backend.compact(None, time.time())
+                ),
+                Candidate("steps + vector sweep", lambda n: lexical.compact()),
+            ],
+            baseline="steps only (before)",
+            calls=args.compact_calls,
+            warmup=2,
+            runs=args.runs,
+        )
         print(markdown_table([searches, appends, compacts]))
         p50 = searches["hybrid (wordllama)"].p50 * 1e3
-        print(f"\nhybrid p50 {p50:.1f} ms (target <= 50 ms: {'met' if p50 <= 50 else 'MISSED'}); "
-              f"first hybrid search of a new handle (reads {args.size:,} vectors): "
-              f"median of 3 {statistics.median(first):.0f} ms")
+        print(
+            f"\nhybrid p50 {p50:.1f} ms (target <= 50 ms: {'met' if p50 <= 50 else 'MISSED'}); "
+            f"first hybrid search of a new handle (reads {args.size:,} vectors): "
+            f"median of 3 {statistics.median(first):.0f} ms"
+        )
         print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         hybrid.close()
         lexical.close()
 
 
-def compare_appends(url: str, hybrid: memvault.Store, lexical: memvault.Store,
-                    args: argparse.Namespace) -> object:
+def compare_appends(
+    url: str, hybrid: memvault.Store, lexical: memvault.Store, args: argparse.Namespace
+) -> object:
     def turn(n: int) -> list[Message]:
         return [Message(role=role, content=content) for role, content in turn_pairs(n)]
 
     def before(n: int) -> object:  # Session.append before embedders: encode, then write
         session = lexical.session("append-before")
         opts = lexical.options
-        return lexical.backend.append(session.id, opts.encode(turn(n), None), None, None,
-                                      opts.write())
+        return lexical.backend.append(
+            session.id, opts.encode(turn(n), None), None, None, opts.write()
+        )
 
     return compare(
         "append (2 messages)",
-        [Candidate("no embedder", lambda n: lexical.session("append-plain").append(turn(n))),
-         Candidate("path before embedders", before),
-         Candidate("wordllama", lambda n: hybrid.session("append-embedded").append(turn(n)))],
-        baseline="no embedder", calls=args.append_calls, warmup=30, runs=args.runs)
+        [
+            Candidate("no embedder", lambda n: lexical.session("append-plain").append(turn(n))),
+            Candidate("path before embedders", before),
+            Candidate("wordllama", lambda n: hybrid.session("append-embedded").append(turn(n))),
+        ],
+        baseline="no embedder",
+        calls=args.append_calls,
+        warmup=30,
+        runs=args.runs,
+    )
 
 
 if __name__ == "__main__":

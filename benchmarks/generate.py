@@ -77,7 +77,7 @@ def _fill(url: str, options: dict[str, Any], start: int, stop: int, per_session:
         batch = messages_of(index, per_session)
         session = store.session(session_id(index))
         for at in range(0, len(batch), 1000):  # memvault's batch limit
-            session.append(batch[at:at + 1000])
+            session.append(batch[at : at + 1000])
     return (stop - start) * per_session
 
 
@@ -88,8 +88,10 @@ class Generated:
     seconds: float
 
     def __str__(self) -> str:
-        return (f"{self.messages:,} messages in {self.sessions:,} sessions in "
-                f"{self.seconds:.0f} s ({self.messages / self.seconds:,.0f} messages/s)")
+        return (
+            f"{self.messages:,} messages in {self.sessions:,} sessions in "
+            f"{self.seconds:.0f} s ({self.messages / self.seconds:,.0f} messages/s)"
+        )
 
 
 def chunks(first: int, sessions: int) -> Iterator[tuple[int, int]]:
@@ -97,9 +99,15 @@ def chunks(first: int, sessions: int) -> Iterator[tuple[int, int]]:
         yield start, min(start + CHUNK, sessions)
 
 
-def generate(url: str, sessions: int = 100_000, messages: int = 1_000_000,
-             processes: int = 2, progress: bool = True, first: int = 0,
-             **options: Any) -> Generated:
+def generate(
+    url: str,
+    sessions: int = 100_000,
+    messages: int = 1_000_000,
+    processes: int = 2,
+    progress: bool = True,
+    first: int = 0,
+    **options: Any,
+) -> Generated:
     """Fill the store at ``url`` (see the module's docstring): sessions ``first`` to
     ``sessions - 1`` (so a store can be grown in steps), ``messages / sessions`` each;
     ``options`` go to ``memvault.open``. Progress lines go to stderr every 5%."""
@@ -111,14 +119,18 @@ def generate(url: str, sessions: int = 100_000, messages: int = 1_000_000,
     done = 0
     shown = 0
     with ProcessPoolExecutor(max_workers=processes) as pool:
-        futures = [pool.submit(_fill, url, options, a, b, per_session)
-                   for a, b in chunks(first, sessions)]
+        futures = [
+            pool.submit(_fill, url, options, a, b, per_session) for a, b in chunks(first, sessions)
+        ]
         for future in as_completed(futures):
             done += future.result()
             if progress and done * 20 // todo > shown:
                 shown = done * 20 // todo
-                print(f"generate: {done:,}/{todo:,} messages, "
-                      f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+                print(
+                    f"generate: {done:,}/{todo:,} messages, {time.monotonic() - start:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return Generated(sessions - first, todo, time.monotonic() - start)
 
 
@@ -133,7 +145,8 @@ def verify(url: str, sessions: int, messages: int, samples: int) -> list[str]:
             want = messages_of(index, per_session)
             got = s.history()
             if [(m.id, m.role, m.content) for m in got] != [
-                    (m.id, m.role, m.content) for m in want]:
+                (m.id, m.role, m.content) for m in want
+            ]:
                 problems.append(f"{session_id(index)}: history differs ({len(got)} messages)")
             log = s.log()
             appends = (per_session + 999) // 1000
@@ -148,16 +161,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=100_000)
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--processes", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--verify", type=int, default=100, metavar="N",
-                    help="sessions read back afterwards (0: none)")
+    ap.add_argument(
+        "--verify",
+        type=int,
+        default=100,
+        metavar="N",
+        help="sessions read back afterwards (0: none)",
+    )
     args = ap.parse_args(argv)
     made = generate(args.url, args.sessions, args.messages, args.processes)
-    print(f"{memvault.urls.redact(args.url)}: {made}, "
-          f"{args.processes} processes, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{memvault.urls.redact(args.url)}: {made}, "
+        f"{args.processes} processes, load average {os.getloadavg()[0]:.1f}"
+    )
     if args.verify:
         problems = verify(args.url, args.sessions, args.messages, args.verify)
-        print(f"verified {args.verify} sessions: " + ("ok" if not problems else
-                                                       "; ".join(problems)))
+        print(
+            f"verified {args.verify} sessions: " + ("ok" if not problems else "; ".join(problems))
+        )
         return 1 if problems else 0
     return 0
 

@@ -186,8 +186,9 @@ def compare(
     return Comparison(title, baseline, results, calls, warmup)
 
 
-def on_loop(loop: asyncio.AbstractEventLoop,
-            fn: Callable[[int], Awaitable[Any]]) -> Callable[[int], object]:
+def on_loop(
+    loop: asyncio.AbstractEventLoop, fn: Callable[[int], Awaitable[Any]]
+) -> Callable[[int], object]:
     """A candidate call that runs the coroutine ``fn(i)`` to completion on ``loop``.
 
     One loop is reused for every call, so its start-up cost is not timed.
@@ -220,5 +221,13 @@ def markdown_table(comparisons: Sequence[Comparison]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Candidate", "Comparison", "Ratio", "Result", "compare", "markdown_table",
-           "on_loop", "quantile"]
+__all__ = [
+    "Candidate",
+    "Comparison",
+    "Ratio",
+    "Result",
+    "compare",
+    "markdown_table",
+    "on_loop",
+    "quantile",
+]

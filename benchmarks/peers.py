@@ -32,8 +32,11 @@ def ratio(a: list[float], b: list[float]) -> tuple[float, float, float]:
 
 def shown(r: tuple[float, float, float]) -> str:
     median, low, high = r
-    return f"{median:.2f}x" if round(low, 2) == round(high, 2) else (
-        f"{median:.2f}x ({low:.2f}-{high:.2f})")
+    return (
+        f"{median:.2f}x"
+        if round(low, 2) == round(high, 2)
+        else (f"{median:.2f}x ({low:.2f}-{high:.2f})")
+    )
 
 
 def rows(backend: str, figures: list[dict[str, Any]]) -> list[tuple[str, str, str, bool]]:
@@ -41,8 +44,9 @@ def rows(backend: str, figures: list[dict[str, Any]]) -> list[tuple[str, str, st
     out = []
     keys = dict.fromkeys((f["comparison"], f["group"]) for f in figures)
     for comparison, group in keys:
-        cands = {f["name"]: f for f in figures
-                 if (f["comparison"], f["group"]) == (comparison, group)}
+        cands = {
+            f["name"]: f for f in figures if (f["comparison"], f["group"]) == (comparison, group)
+        }
         mine = cands.get(MEMVAULT)
         if mine is None:
             continue
@@ -50,21 +54,35 @@ def rows(backend: str, figures: list[dict[str, Any]]) -> list[tuple[str, str, st
         # beside a peer that reads all, few calls are timed: raw's ratio is the history row's
         reads_all = any(name.endswith("(reads all)") for name in cands)
         vs_raw = ratio(mine["run_p50s"], base["run_p50s"]) if base and not reads_all else None
-        peers = {name: ratio(f["run_p50s"], mine["run_p50s"]) for name, f in cands.items()
-                 if name != mine["baseline"] and not name.startswith(MEMVAULT)}
+        peers = {
+            name: ratio(f["run_p50s"], mine["run_p50s"])
+            for name, f in cands.items()
+            if name != mine["baseline"] and not name.startswith(MEMVAULT)
+        }
         met = (vs_raw is None or vs_raw[0] <= WITHIN) and all(r[0] > 1 for r in peers.values())
         title = mine["title"] + (f" — {group}" if group else "")
-        out.append((f"{backend}: {title}", shown(vs_raw) if vs_raw else "—",
-                    "; ".join(f"{name} {shown(r)}" for name, r in peers.items()) or "—", met))
+        out.append(
+            (
+                f"{backend}: {title}",
+                shown(vs_raw) if vs_raw else "—",
+                "; ".join(f"{name} {shown(r)}" for name, r in peers.items()) or "—",
+                met,
+            )
+        )
     return out
 
 
 def table(folder: Path) -> str:
-    lines = ["# memvault against raw and peers, every backend", "",
-             f"Target: memvault within {WITHIN}x of raw and faster than every peer (a peer's "
-             "p50 over memvault's above 1.00x). From the reports in this folder; see "
-             "`benchmarks/peers.py` for how.", "",
-             "| figure | memvault / raw | peer / memvault | target |", "|---|---:|---|---|"]
+    lines = [
+        "# memvault against raw and peers, every backend",
+        "",
+        f"Target: memvault within {WITHIN}x of raw and faster than every peer (a peer's "
+        "p50 over memvault's above 1.00x). From the reports in this folder; see "
+        "`benchmarks/peers.py` for how.",
+        "",
+        "| figure | memvault / raw | peer / memvault | target |",
+        "|---|---:|---|---|",
+    ]
     found = False
     for name, backend in BACKENDS.items():
         path = folder / f"{name}.json"
@@ -72,8 +90,9 @@ def table(folder: Path) -> str:
             continue
         found = True
         for figure, vs_raw, peers, met in rows(backend, json.loads(path.read_text())):
-            lines.append(f"| {figure} | {vs_raw} | {peers} | "
-                         f"{'**met**' if met else '**not met**'} |")
+            lines.append(
+                f"| {figure} | {vs_raw} | {peers} | {'**met**' if met else '**not met**'} |"
+            )
     return "\n".join(lines) + "\n" if found else ""
 
 

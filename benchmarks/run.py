@@ -77,10 +77,30 @@ class Entry:
     needs: Sequence[str] = field(default_factory=tuple)
 
 
-_PEERS_QUICK = ("--calls", "100", "--warmup", "20", "--runs", "1", "--langchain-calls", "2",
-                "--json", "{json}")
-_PEERS_FULL = ("--calls", "1000", "--warmup", "200", "--runs", "3", "--langchain-calls", "10",
-               "--json", "{json}")
+_PEERS_QUICK = (
+    "--calls",
+    "100",
+    "--warmup",
+    "20",
+    "--runs",
+    "1",
+    "--langchain-calls",
+    "2",
+    "--json",
+    "{json}",
+)
+_PEERS_FULL = (
+    "--calls",
+    "1000",
+    "--warmup",
+    "200",
+    "--runs",
+    "3",
+    "--langchain-calls",
+    "10",
+    "--json",
+    "{json}",
+)
 
 _SERVICES = ("--redis-url", "{redis_url}", "--pg-url", "{pg_url}")
 
@@ -88,90 +108,357 @@ _SERVICES = ("--redis-url", "{redis_url}", "--pg-url", "{pg_url}")
 _COMPACT_QUICK = ("--sessions", "2000", "--messages", "20000", "--rounds", "1", "--idle", "2")
 
 BENCHMARKS: list[Entry] = [
-    Entry("sqlite", "bench_sqlite.py", (*_PEERS_QUICK, "--dir", "{tmp}"),
-          (*_PEERS_FULL, "--dir", "{tmp}")),
+    Entry(
+        "sqlite",
+        "bench_sqlite.py",
+        (*_PEERS_QUICK, "--dir", "{tmp}"),
+        (*_PEERS_FULL, "--dir", "{tmp}"),
+    ),
     # where SQLite's append and history ratios go, part by part
-    Entry("sqlite-parts", "bench_sqlite_parts.py",
-          ("--calls", "100", "--warmup", "20", "--runs", "1"),
-          ("--calls", "1000", "--warmup", "200", "--runs", "3")),
+    Entry(
+        "sqlite-parts",
+        "bench_sqlite_parts.py",
+        ("--calls", "100", "--warmup", "20", "--runs", "1"),
+        ("--calls", "1000", "--warmup", "200", "--runs", "3"),
+    ),
     # CPU instructions (callgrind) and WAL frames a call: figures the load does not move
     Entry("instructions", "bench_instructions.py", ("--few", "20", "--many", "60"), ()),
-    Entry("redis", "bench_redis.py", (*_PEERS_QUICK, "--url", "{redis_url}"),
-          (*_PEERS_FULL, "--url", "{redis_url}"), needs=(REDIS,)),
-    Entry("postgres", "bench_postgres.py", (*_PEERS_QUICK, "--url", "{pg_url}"),
-          (*_PEERS_FULL, "--url", "{pg_url}"), needs=(POSTGRES,)),
+    Entry(
+        "redis",
+        "bench_redis.py",
+        (*_PEERS_QUICK, "--url", "{redis_url}"),
+        (*_PEERS_FULL, "--url", "{redis_url}"),
+        needs=(REDIS,),
+    ),
+    Entry(
+        "postgres",
+        "bench_postgres.py",
+        (*_PEERS_QUICK, "--url", "{pg_url}"),
+        (*_PEERS_FULL, "--url", "{pg_url}"),
+        needs=(POSTGRES,),
+    ),
     # where PostgreSQL's append ratio goes, part by part (server time and WAL too)
-    Entry("postgres-parts", "bench_postgres_parts.py",
-          ("--calls", "100", "--warmup", "20", "--runs", "1", "--url", "{pg_url}"),
-          ("--calls", "1000", "--warmup", "200", "--runs", "3", "--url", "{pg_url}"),
-          needs=(POSTGRES,)),
+    Entry(
+        "postgres-parts",
+        "bench_postgres_parts.py",
+        ("--calls", "100", "--warmup", "20", "--runs", "1", "--url", "{pg_url}"),
+        ("--calls", "1000", "--warmup", "200", "--runs", "3", "--url", "{pg_url}"),
+        needs=(POSTGRES,),
+    ),
     # history after 400,000 dead node rows (as the issue measured), never vacuumed
-    Entry("postgres-churn", "bench_postgres.py",
-          ("--calls", "100", "--warmup", "20", "--runs", "1", "--only", "history",
-           "--churn", "20", "--url", "{pg_url}"),
-          ("--calls", "1000", "--warmup", "200", "--runs", "3", "--only", "history",
-           "--churn", "400", "--url", "{pg_url}"), needs=(POSTGRES,)),
-    Entry("langgraph", "bench_langgraph.py",
-          ("--calls", "20", "--warmup", "5", "--runs", "1", "--turns", "40", "--every", "10",
-           "--pg", "{pg_url}", "--skip-bytes"),
-          ("--calls", "200", "--warmup", "30", "--runs", "3", "--pg", "{pg_url}"),
-          needs=(POSTGRES,)),
-    Entry("search-sqlite", "bench_search.py", ("--url", "sqlite:///{tmp}/search.db",
-                                               "--calls", "5"),
-          ("--url", "sqlite:///{tmp}/search.db", "--calls", "30")),
-    Entry("search-postgres", "bench_search.py", ("--url", "{pg_url}", "--calls", "5"),
-          ("--url", "{pg_url}", "--calls", "30"), needs=(POSTGRES,)),
-    Entry("summaries-sqlite", "bench_summaries.py",
-          ("--url", "sqlite:///{tmp}/summaries.db", "--calls", "100"),
-          ("--url", "sqlite:///{tmp}/summaries.db", "--calls", "2000")),
-    Entry("inspector-sqlite", "bench_inspector.py",
-          ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "1000", "--runs", "3"),
-          ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "100000", "--runs", "20")),
-    Entry("sessions-page", "bench_sessions_page.py",
-          ("--dir", "{tmp}", "--big", "2000", "--calls", "20", "--warmup", "5", "--runs", "1",
-           *_SERVICES),
-          ("--dir", "{tmp}", "--big", "100000", "--calls", "100", "--warmup", "20", "--runs", "3",
-           *_SERVICES), needs=(REDIS, POSTGRES)),
-    Entry("redis-index", "bench_redis_index.py",
-          ("--url", "{redis_url}", "--sessions", "500", "--calls", "100", "--warmup", "20",
-           "--runs", "1", "--blocks", "4", "--block", "50"),
-          ("--url", "{redis_url}", "--sessions", "10000", "--calls", "1000", "--warmup", "200",
-           "--runs", "3", "--blocks", "30", "--block", "200"), needs=(REDIS,)),
+    Entry(
+        "postgres-churn",
+        "bench_postgres.py",
+        (
+            "--calls",
+            "100",
+            "--warmup",
+            "20",
+            "--runs",
+            "1",
+            "--only",
+            "history",
+            "--churn",
+            "20",
+            "--url",
+            "{pg_url}",
+        ),
+        (
+            "--calls",
+            "1000",
+            "--warmup",
+            "200",
+            "--runs",
+            "3",
+            "--only",
+            "history",
+            "--churn",
+            "400",
+            "--url",
+            "{pg_url}",
+        ),
+        needs=(POSTGRES,),
+    ),
+    Entry(
+        "langgraph",
+        "bench_langgraph.py",
+        (
+            "--calls",
+            "20",
+            "--warmup",
+            "5",
+            "--runs",
+            "1",
+            "--turns",
+            "40",
+            "--every",
+            "10",
+            "--pg",
+            "{pg_url}",
+            "--skip-bytes",
+        ),
+        ("--calls", "200", "--warmup", "30", "--runs", "3", "--pg", "{pg_url}"),
+        needs=(POSTGRES,),
+    ),
+    Entry(
+        "search-sqlite",
+        "bench_search.py",
+        ("--url", "sqlite:///{tmp}/search.db", "--calls", "5"),
+        ("--url", "sqlite:///{tmp}/search.db", "--calls", "30"),
+    ),
+    Entry(
+        "search-postgres",
+        "bench_search.py",
+        ("--url", "{pg_url}", "--calls", "5"),
+        ("--url", "{pg_url}", "--calls", "30"),
+        needs=(POSTGRES,),
+    ),
+    Entry(
+        "summaries-sqlite",
+        "bench_summaries.py",
+        ("--url", "sqlite:///{tmp}/summaries.db", "--calls", "100"),
+        ("--url", "sqlite:///{tmp}/summaries.db", "--calls", "2000"),
+    ),
+    Entry(
+        "inspector-sqlite",
+        "bench_inspector.py",
+        ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "1000", "--runs", "3"),
+        ("--url", "sqlite:///{tmp}/ui.db", "--sessions", "100000", "--runs", "20"),
+    ),
+    Entry(
+        "sessions-page",
+        "bench_sessions_page.py",
+        (
+            "--dir",
+            "{tmp}",
+            "--big",
+            "2000",
+            "--calls",
+            "20",
+            "--warmup",
+            "5",
+            "--runs",
+            "1",
+            *_SERVICES,
+        ),
+        (
+            "--dir",
+            "{tmp}",
+            "--big",
+            "100000",
+            "--calls",
+            "100",
+            "--warmup",
+            "20",
+            "--runs",
+            "3",
+            *_SERVICES,
+        ),
+        needs=(REDIS, POSTGRES),
+    ),
+    Entry(
+        "redis-index",
+        "bench_redis_index.py",
+        (
+            "--url",
+            "{redis_url}",
+            "--sessions",
+            "500",
+            "--calls",
+            "100",
+            "--warmup",
+            "20",
+            "--runs",
+            "1",
+            "--blocks",
+            "4",
+            "--block",
+            "50",
+        ),
+        (
+            "--url",
+            "{redis_url}",
+            "--sessions",
+            "10000",
+            "--calls",
+            "1000",
+            "--warmup",
+            "200",
+            "--runs",
+            "3",
+            "--blocks",
+            "30",
+            "--block",
+            "200",
+        ),
+        needs=(REDIS,),
+    ),
     # the same two on a private 3-primary Redis Cluster (started by the benchmark)
-    Entry("sessions-page-cluster", "bench_sessions_page.py",
-          ("--only", "redis-cluster", "--big", "2000", "--calls", "20", "--warmup", "5",
-           "--runs", "1"),
-          ("--only", "redis-cluster", "--big", "100000", "--calls", "200", "--warmup", "30",
-           "--runs", "3")),
-    Entry("redis-index-cluster", "bench_redis_index.py",
-          ("--cluster", "--before", "d80a6f2", "--sessions", "500", "--calls", "100",
-           "--warmup", "20", "--runs", "1"),
-          ("--cluster", "--before", "d80a6f2", "--sessions", "10000", "--calls", "1000",
-           "--warmup", "200", "--runs", "3")),
-    Entry("throughput", "bench_throughput.py",
-          ("--duration", "0.5", "--rounds", "1", "--writers", "1", "2", *_SERVICES,
-           "--plot", "{reports}/throughput.png", "--json", "{json}"),
-          ("--duration", "2", "--rounds", "3", *_SERVICES, "--plot", "{reports}/throughput.png",
-           "--json", "{json}"), needs=(REDIS, POSTGRES)),
-    Entry("bigstore", "bench_bigstore.py",
-          ("--messages", "20000", "--sessions", "2000", "--calls", "50", "--warmup", "10",
-           "--runs", "1", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
-           "--json", "{json}"),
-          ("--messages", "1000000", "--sessions", "100000", "--calls", "300", "--warmup", "50",
-           "--runs", "3", *_SERVICES, "--dir", "{tmp}", "--plot-dir", "{reports}",
-           "--json", "{json}"), needs=(REDIS, POSTGRES)),
-    *(Entry(f"compact-{name}", "bench_compact.py", (*store, *_COMPACT_QUICK), store,
-            needs=needs) for name, store, needs in (
-        ("sqlite", ("sqlite:///{tmp}/compact.db?durability=normal",), ()),
-        ("postgres", ("{pg_url}", "--schema", "bench_compact", "--drop"), (POSTGRES,)),
-        ("redis", ("{redis_url}", "--prefix", "bench-compact", "--drop"), (REDIS,)))),
-    *(Entry(f"vectors-{name}", "bench_vectors.py",
-            ("--url", url, "--size", "2000", "--calls", "5", "--append-calls", "50", "--runs", "1",
-             "--compact-calls", "3"),
+    Entry(
+        "sessions-page-cluster",
+        "bench_sessions_page.py",
+        (
+            "--only",
+            "redis-cluster",
+            "--big",
+            "2000",
+            "--calls",
+            "20",
+            "--warmup",
+            "5",
+            "--runs",
+            "1",
+        ),
+        (
+            "--only",
+            "redis-cluster",
+            "--big",
+            "100000",
+            "--calls",
+            "200",
+            "--warmup",
+            "30",
+            "--runs",
+            "3",
+        ),
+    ),
+    Entry(
+        "redis-index-cluster",
+        "bench_redis_index.py",
+        (
+            "--cluster",
+            "--before",
+            "d80a6f2",
+            "--sessions",
+            "500",
+            "--calls",
+            "100",
+            "--warmup",
+            "20",
+            "--runs",
+            "1",
+        ),
+        (
+            "--cluster",
+            "--before",
+            "d80a6f2",
+            "--sessions",
+            "10000",
+            "--calls",
+            "1000",
+            "--warmup",
+            "200",
+            "--runs",
+            "3",
+        ),
+    ),
+    Entry(
+        "throughput",
+        "bench_throughput.py",
+        (
+            "--duration",
+            "0.5",
+            "--rounds",
+            "1",
+            "--writers",
+            "1",
+            "2",
+            *_SERVICES,
+            "--plot",
+            "{reports}/throughput.png",
+            "--json",
+            "{json}",
+        ),
+        (
+            "--duration",
+            "2",
+            "--rounds",
+            "3",
+            *_SERVICES,
+            "--plot",
+            "{reports}/throughput.png",
+            "--json",
+            "{json}",
+        ),
+        needs=(REDIS, POSTGRES),
+    ),
+    Entry(
+        "bigstore",
+        "bench_bigstore.py",
+        (
+            "--messages",
+            "20000",
+            "--sessions",
+            "2000",
+            "--calls",
+            "50",
+            "--warmup",
+            "10",
+            "--runs",
+            "1",
+            *_SERVICES,
+            "--dir",
+            "{tmp}",
+            "--plot-dir",
+            "{reports}",
+            "--json",
+            "{json}",
+        ),
+        (
+            "--messages",
+            "1000000",
+            "--sessions",
+            "100000",
+            "--calls",
+            "300",
+            "--warmup",
+            "50",
+            "--runs",
+            "3",
+            *_SERVICES,
+            "--dir",
+            "{tmp}",
+            "--plot-dir",
+            "{reports}",
+            "--json",
+            "{json}",
+        ),
+        needs=(REDIS, POSTGRES),
+    ),
+    *(
+        Entry(f"compact-{name}", "bench_compact.py", (*store, *_COMPACT_QUICK), store, needs=needs)
+        for name, store, needs in (
+            ("sqlite", ("sqlite:///{tmp}/compact.db?durability=normal",), ()),
+            ("postgres", ("{pg_url}", "--schema", "bench_compact", "--drop"), (POSTGRES,)),
+            ("redis", ("{redis_url}", "--prefix", "bench-compact", "--drop"), (REDIS,)),
+        )
+    ),
+    *(
+        Entry(
+            f"vectors-{name}",
+            "bench_vectors.py",
+            (
+                "--url",
+                url,
+                "--size",
+                "2000",
+                "--calls",
+                "5",
+                "--append-calls",
+                "50",
+                "--runs",
+                "1",
+                "--compact-calls",
+                "3",
+            ),
             ("--url", url, "--size", "10000", "--calls", "30", "--append-calls", "500"),
-            needs=needs) for name, url, needs in (
-        ("sqlite", "sqlite:///{tmp}/vectors.db", ()),
-        ("postgres", "{pg_url}", (POSTGRES,)))),
+            needs=needs,
+        )
+        for name, url, needs in (
+            ("sqlite", "sqlite:///{tmp}/vectors.db", ()),
+            ("postgres", "{pg_url}", (POSTGRES,)),
+        )
+    ),
 ]
 
 
@@ -180,8 +467,9 @@ def registry(names: Sequence[str] | None) -> list[Entry]:
     known = {e.name for e in BENCHMARKS}
     unknown = [n for n in names or () if n not in known]
     if unknown:
-        raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(known))}")
+        raise SystemExit(
+            f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
     return [e for e in BENCHMARKS if not names or e.name in names]
 
 
@@ -191,7 +479,7 @@ def check_redis(url: str) -> str | None:
     try:
         import redis
     except ImportError:
-        return "redis-py is not installed (pip install -e \".[bench]\")"
+        return 'redis-py is not installed (pip install -e ".[bench]")'
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=5)
         client.ping()
@@ -206,7 +494,7 @@ def check_postgres(url: str) -> str | None:
     try:
         import psycopg
     except ImportError:
-        return "psycopg is not installed (pip install -e \".[bench]\")"
+        return 'psycopg is not installed (pip install -e ".[bench]")'
     try:
         psycopg.connect(url, connect_timeout=5).close()
     except psycopg.Error as exc:
@@ -247,8 +535,14 @@ class Running:
         self.status = ""
         self._out = report.open("w", encoding="utf-8")
         self._err = log.open("w", encoding="utf-8")
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True, cwd=HERE.parent)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._out,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            cwd=HERE.parent,
+        )
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
@@ -280,12 +574,18 @@ class Running:
         self._err.close()
 
 
-def run_all(entries: Sequence[Entry], quick: bool, context: dict[str, str], out: Path,
-            timeout: float) -> list[Outcome]:
+def run_all(
+    entries: Sequence[Entry], quick: bool, context: dict[str, str], out: Path, timeout: float
+) -> list[Outcome]:
     outcomes: list[Outcome] = []
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[status]}", markup=False))
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}", markup=False),
+    )
     with Progress(*columns) as bar:
         task = bar.add_task("benchmarks", total=len(entries), status="")
         for entry in entries:
@@ -309,19 +609,20 @@ def run_all(entries: Sequence[Entry], quick: bool, context: dict[str, str], out:
             seconds = time.monotonic() - start
             outcomes.append(Outcome(entry, seconds, code, cmd))
             mark = "[green]ok[/]" if code == 0 else f"[red]FAILED ({code})[/]"
-            bar.console.print(f"{entry.name}: {mark} in {seconds:.0f} s -> "
-                              f"{shown(out / (entry.name + '.md'))}")
+            bar.console.print(
+                f"{entry.name}: {mark} in {seconds:.0f} s -> {shown(out / (entry.name + '.md'))}"
+            )
             bar.advance(task)
         bar.update(task, description="done", status="")
     return outcomes
 
 
-HEADER = ["| benchmark | run | seconds | result | report | command |",
-          "|---|---|---:|---|---|---|"]
+HEADER = ["| benchmark | run | seconds | result | report | command |", "|---|---|---:|---|---|---|"]
 
 
-def summary(outcomes: Sequence[Outcome], quick: bool, load_start: str, started: str,
-            previous: str = "") -> str:
+def summary(
+    outcomes: Sequence[Outcome], quick: bool, load_start: str, started: str, previous: str = ""
+) -> str:
     """``reports/index.md``: each benchmark's row from the run that last ran it (when,
     which mode, the load at start and end, how long, how it ended). A run of a few
     (``--only``) replaces their rows and keeps the others from ``previous``."""
@@ -334,14 +635,21 @@ def summary(outcomes: Sequence[Outcome], quick: bool, load_start: str, started: 
     for o in outcomes:
         args = o.entry.quick if quick else o.entry.full
         shown = shlex.join(["python", f"benchmarks/{o.entry.script}", *args])
-        rows[o.entry.name] = (f"| {o.entry.name} | {run} | {o.seconds:.0f} | "
-                              f"{'ok' if o.code == 0 else f'failed ({o.code})'} | "
-                              f"[{o.entry.name}.md]({o.entry.name}.md) | `{shown}` |")
+        rows[o.entry.name] = (
+            f"| {o.entry.name} | {run} | {o.seconds:.0f} | "
+            f"{'ok' if o.code == 0 else f'failed ({o.code})'} | "
+            f"[{o.entry.name}.md]({o.entry.name}.md) | `{shown}` |"
+        )
     order = [e.name for e in BENCHMARKS] + sorted(set(rows) - {e.name for e in BENCHMARKS})
-    lines = ["# Benchmark runs", "",
-             "Each row comes from the last run of its benchmark (`run`: when it started, in "
-             "UTC, its mode, and the load average at its start and end).", "",
-             *HEADER, *(rows[name] for name in order if name in rows)]
+    lines = [
+        "# Benchmark runs",
+        "",
+        "Each row comes from the last run of its benchmark (`run`: when it started, in "
+        "UTC, its mode, and the load average at its start and end).",
+        "",
+        *HEADER,
+        *(rows[name] for name in order if name in rows),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -367,16 +675,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="few calls: minutes, not the figures")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run these benchmarks only")
     ap.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    ap.add_argument("--redis-url", default=os.environ.get(
-        "MEMVAULT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12"),
-        help="Redis database the benchmarks use (keys under prefixes they delete)")
-    ap.add_argument("--pg-url", default=os.environ.get(
-        "MEMVAULT_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
-        help="PostgreSQL database the benchmarks use (schemas they drop)")
-    ap.add_argument("--out", default=None, help="folder for the reports (default: "
-                    "benchmarks/reports, or benchmarks/reports/quick with --quick)")
-    ap.add_argument("--timeout", type=float, default=3600,
-                    help="seconds before one benchmark is stopped and counted as failed")
+    ap.add_argument(
+        "--redis-url",
+        default=os.environ.get("MEMVAULT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12"),
+        help="Redis database the benchmarks use (keys under prefixes they delete)",
+    )
+    ap.add_argument(
+        "--pg-url",
+        default=os.environ.get(
+            "MEMVAULT_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+        help="PostgreSQL database the benchmarks use (schemas they drop)",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="folder for the reports (default: "
+        "benchmarks/reports, or benchmarks/reports/quick with --quick)",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=3600,
+        help="seconds before one benchmark is stopped and counted as failed",
+    )
     args = ap.parse_args(argv)
     entries = registry(args.only)
     if args.list:
@@ -388,28 +710,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     urls = {REDIS: args.redis_url, POSTGRES: args.pg_url}
     problems = missing_services(entries, urls)
     if problems:
-        print("run.py: cannot start:\n" + "\n".join(f"- {p}" for p in problems)
-              + "\nStart the service, point --redis-url/--pg-url at it, or leave those "
-              "benchmarks out (--only).", file=sys.stderr)
+        print(
+            "run.py: cannot start:\n"
+            + "\n".join(f"- {p}" for p in problems)
+            + "\nStart the service, point --redis-url/--pg-url at it, or leave those "
+            "benchmarks out (--only).",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out) if args.out else REPORTS / "quick" if args.quick else REPORTS
     out.mkdir(parents=True, exist_ok=True)
     load_start = load()
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="memvault-bench-") as tmp:
-        context = {"redis_url": args.redis_url, "pg_url": args.pg_url, "tmp": tmp,
-                   "reports": str(out)}
+        context = {
+            "redis_url": args.redis_url,
+            "pg_url": args.pg_url,
+            "tmp": tmp,
+            "reports": str(out),
+        }
         outcomes = run_all(entries, args.quick, context, out, args.timeout)
     before = out / "index.md"
-    index = summary(outcomes, args.quick, load_start, started,
-                    before.read_text(encoding="utf-8") if before.exists() else "")
+    index = summary(
+        outcomes,
+        args.quick,
+        load_start,
+        started,
+        before.read_text(encoding="utf-8") if before.exists() else "",
+    )
     if peers.write(out):
         index += "\nmemvault against raw and peers, every backend: [peers.md](peers.md)\n"
     (out / "index.md").write_text(index, encoding="utf-8")
     failed = [o.entry.name for o in outcomes if o.code != 0]
     if failed:
-        print(f"run.py: failed: {', '.join(failed)} (see the <name>.log files in {out})",
-              file=sys.stderr)
+        print(
+            f"run.py: failed: {', '.join(failed)} (see the <name>.log files in {out})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -46,38 +46,51 @@ class AsyncSession:
     def __repr__(self) -> str:
         return f"AsyncSession({self.id!r})"
 
-    async def append(self, messages: Sequence[MessageLike], *,
-                     expect_version: int | None = None,
-                     expect_message: str | None = None) -> int:
-        records = await self._store.embedded(self.id,
-                                             self._opts.encode(messages, expect_version,
-                                                               expect_message))
-        return await self._backend.append(self.id, records, expect_version, expect_message,
-                                          self._opts.write())
+    async def append(
+        self,
+        messages: Sequence[MessageLike],
+        *,
+        expect_version: int | None = None,
+        expect_message: str | None = None,
+    ) -> int:
+        records = await self._store.embedded(
+            self.id, self._opts.encode(messages, expect_version, expect_message)
+        )
+        return await self._backend.append(
+            self.id, records, expect_version, expect_message, self._opts.write()
+        )
 
-    async def history(self, last: int | None = None, *, full: bool = False,
-                      at_version: int | None = None) -> list[Message]:
+    async def history(
+        self, last: int | None = None, *, full: bool = False, at_version: int | None = None
+    ) -> list[Message]:
         last = self._opts.check_last(last)
         if at_version is None:
             stored = await self._backend.history(
-                self.id, *self._opts.read_args(last, full, self._opts.now()))
+                self.id, *self._opts.read_args(last, full, self._opts.now())
+            )
             return self._opts.decode(self.id, stored)
         check_count("at_version", at_version)
         events = await self.log()
         state = self._opts.state_at(events, at_version)
-        at = None if state is None else await self._backend.chain(self.id, *state, last,
-                                                                   self._opts.now())
+        at = (
+            None
+            if state is None
+            else await self._backend.chain(self.id, *state, last, self._opts.now())
+        )
         if at is None:
-            raise self._opts.version_missing(self.id, at_version, state, await self.log(),
-                                             await self.info())
+            raise self._opts.version_missing(
+                self.id, at_version, state, await self.log(), await self.info()
+            )
         return self._opts.decode(self.id, at)
 
-    async def summarize(self, summary: MessageLike, *, through: str,
-                        expect_version: int | None = None) -> int:
+    async def summarize(
+        self, summary: MessageLike, *, through: str, expect_version: int | None = None
+    ) -> int:
         record, through = self._opts.check_summary(summary, through, expect_version)
-        record, = await self._store.embedded(self.id, [record])
-        return await self._backend.summarize(self.id, record, through, expect_version,
-                                             self._opts.write())
+        (record,) = await self._store.embedded(self.id, [record])
+        return await self._backend.summarize(
+            self.id, record, through, expect_version, self._opts.write()
+        )
 
     async def info(self) -> SessionInfo | None:
         return await self._backend.info(self.id, self._opts.now())
@@ -87,15 +100,17 @@ class AsyncSession:
         return self._opts.decode(self.id, [stored])[0] if stored else None
 
     async def trim(self, keep_last: int) -> int:
-        return await self._backend.trim(self.id, check_count("keep_last", keep_last), "trim",
-                                        self._opts.write())
+        return await self._backend.trim(
+            self.id, check_count("keep_last", keep_last), "trim", self._opts.write()
+        )
 
     async def clear(self) -> int:
         return await self._backend.trim(self.id, 0, "clear", self._opts.write())
 
     async def snapshot(self, name: str) -> Snapshot:
-        return await self._backend.snapshot(self.id, self._opts.check_snapshot_name(name),
-                                            self._opts.write())
+        return await self._backend.snapshot(
+            self.id, self._opts.check_snapshot_name(name), self._opts.write()
+        )
 
     async def snapshots(self) -> list[Snapshot]:
         return await self._backend.snapshots(self.id, self._opts.now())
@@ -113,8 +128,7 @@ class AsyncSession:
     async def log(self) -> list[Event]:
         return await self._backend.log(self.id, self._opts.now())
 
-    async def search(self, query: str, k: int = 10, *, include_hidden: bool = False
-                     ) -> list[Hit]:
+    async def search(self, query: str, k: int = 10, *, include_hidden: bool = False) -> list[Hit]:
         return await self._store.search(query, k, [self.id], include_hidden=include_hidden)
 
     async def delete(self) -> bool:
@@ -151,8 +165,14 @@ class AsyncStore:
         texts = index.texts_of(session_id, records)
         return index.attach(records, texts, await aembed(index.embedder, texts))
 
-    async def recall(self, query: str, terms: list[str], ids: list[str] | None, k: int,
-                     include_hidden: bool = False) -> list[Hit]:
+    async def recall(
+        self,
+        query: str,
+        terms: list[str],
+        ids: list[str] | None,
+        k: int,
+        include_hidden: bool = False,
+    ) -> list[Hit]:
         vectors = await self.vectors()
         lexical = getattr(self.backend, "search", None)
         if vectors is None and lexical is not None:
@@ -161,13 +181,16 @@ class AsyncStore:
             raise no_index(self.backend, vectors is not None)
         ids = await self.sessions() if ids is None else ids
         if vectors is None:
-            return rank(terms, [(sid, await self.session(sid).history(full=True)) for sid in ids],
-                        k)
+            return rank(
+                terms, [(sid, await self.session(sid).history(full=True)) for sid in ids], k
+            )
         read = self.options.read_args(None, True, self.options.now())
         views = [(sid, await self.backend.history(sid, *read)) for sid in ids]
-        found = (hits(await lexical(ids, terms, depth(k), False, self.options.now()))
-                 if lexical is not None else
-                 rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k)))
+        found = (
+            hits(await lexical(ids, terms, depth(k), False, self.options.now()))
+            if lexical is not None
+            else rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k))
+        )
         docs = vectors.docs(views)
         vectors.remember(await vector_store(self.backend).get_vectors(vectors.unknown(docs)))
         texts = vectors.to_embed(query, docs)
@@ -179,20 +202,37 @@ class AsyncStore:
     async def sessions(self) -> list[str]:
         return await self.backend.sessions(self.options.now())
 
-    async def sessions_page(self, limit: int = 100, *, cursor: str | None = None,
-                            order: str = "id", descending: bool = False,
-                            match: str | None = None) -> SessionPage:
+    async def sessions_page(
+        self,
+        limit: int = 100,
+        *,
+        cursor: str | None = None,
+        order: str = "id",
+        descending: bool = False,
+        match: str | None = None,
+    ) -> SessionPage:
         query = check_page(limit, cursor, order, descending, match)
         return page_of(query, await self.backend.sessions_page(query, self.options.now()))
 
-    async def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None, *,
-                     include_hidden: bool = False) -> list[Hit]:
+    async def search(
+        self,
+        query: str,
+        k: int = 10,
+        sessions: Sequence[str] | None = None,
+        *,
+        include_hidden: bool = False,
+    ) -> list[Hit]:
         terms, k = check_query(query, k)
         ids = None if sessions is None else check_sessions(sessions)
         return await self.recall(query, terms, ids, k, include_hidden)
 
-    async def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
-                      progress: Progress | None = None) -> CompactStats:
+    async def compact(
+        self,
+        keep_events: int | None = None,
+        *,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
         if keep_events is not None:
             check_count("keep_events", keep_events)
         check_batch(batch)
@@ -208,8 +248,12 @@ class AsyncStore:
     async def __aenter__(self) -> AsyncStore:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.close()
 
 

@@ -52,12 +52,17 @@ class _Group(TyperGroup):
             error("interrupted")
         raise typer.Exit(1)
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True,
-             windows_expand_args: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         try:
-            code = super().main(args, prog_name, complete_var, False, windows_expand_args,
-                                **extra)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except click_errors.NoArgsIsHelpError as exc:
             if exc.ctx is not None:
                 exc.ctx.get_help()  # typer prints it
@@ -65,10 +70,15 @@ class _Group(TyperGroup):
         except click_errors.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx else "memvault"
             hint = f"see '{where} --help'"
-            if isinstance(exc, click_errors.NoSuchOption) and exc.ctx and any(
-                    p.param_type_name == "argument" for p in exc.ctx.command.params):
-                hint = f"an id that starts with '-' goes after '--': {where} -- " \
-                       f"{exc.option_name}; {hint}"
+            if (
+                isinstance(exc, click_errors.NoSuchOption)
+                and exc.ctx
+                and any(p.param_type_name == "argument" for p in exc.ctx.command.params)
+            ):
+                hint = (
+                    f"an id that starts with '-' goes after '--': {where} -- "
+                    f"{exc.option_name}; {hint}"
+                )
             error(f"{where}: {' '.join(exc.format_message().split())} ({hint})")
             code = 1
         except click_errors.ClickException as exc:
@@ -93,7 +103,7 @@ app = typer.Typer(
 
 UrlOption = Annotated[
     str | None,
-    typer.Option("--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db).")
+    typer.Option("--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."),
 ]
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON Lines, one record a line.")]
@@ -111,8 +121,9 @@ _global_url: list[str | None] = [None]
 @app.callback()
 def root(
     url: UrlOption = None,
-    version: Annotated[bool, typer.Option(
-        "--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
 ) -> None:
     """memvault: durable conversation memory for LLM agents."""
     _global_url[0] = url
@@ -133,8 +144,7 @@ def store_url(url: str | None) -> str:
 
 
 @contextmanager
-def opened(url: str | None, *, read_only: bool = False,
-           **extra: Any) -> Iterator[memvault.Store]:
+def opened(url: str | None, *, read_only: bool = False, **extra: Any) -> Iterator[memvault.Store]:
     """The store; ``read_only`` passes the backend's read-only options (SQLite:
     ``mode=ro``: no file is created or changed, no lock is waited for); ``extra``:
     more options of ``memvault.open``."""
@@ -171,8 +181,10 @@ def _when(at: datetime | None, *, ms: bool = False) -> str:
 
 def _record(obj: Any) -> dict[str, Any]:
     """A SessionInfo, Event or Snapshot as JSON values (datetimes in ISO 8601)."""
-    return {k: v.isoformat() if isinstance(v, datetime) else v
-            for k, v in dataclasses.asdict(obj).items()}
+    return {
+        k: v.isoformat() if isinstance(v, datetime) else v
+        for k, v in dataclasses.asdict(obj).items()
+    }
 
 
 def render_message(m: Message, *, full: bool) -> str:
@@ -204,8 +216,16 @@ def history_lines(messages: list[Message], first: int, *, full: bool) -> Iterato
 
 
 def log_lines(s: memvault.Session) -> Iterator[str]:
-    rows = ([str(e.version), _when(e.at, ms=True), e.writer, e.op,
-             ", ".join(f"{k}={v}" for k, v in e.detail.items())] for e in s.log())
+    rows = (
+        [
+            str(e.version),
+            _when(e.at, ms=True),
+            e.writer,
+            e.op,
+            ", ".join(f"{k}={v}" for k, v in e.detail.items()),
+        ]
+        for e in s.log()
+    )
     return columns(["version", "at (UTC)", "writer", "op", "detail"], rows)
 
 
@@ -221,17 +241,22 @@ def demo(url: UrlOption = None) -> None:
     if getattr(backend_module(url), "PROCESS_LOCAL", False):
         raise ConfigurationError(
             f"the demo runs two processes on one store, and {redact(url)} is private to each "
-            "process: use a file or a server (e.g. --url sqlite:///demo.db)")
+            "process: use a file or a server (e.g. --url sqlite:///demo.db)"
+        )
     with opened(url) as store:
         if store.session(demo_module.SESSION).delete():
             say(f"replaced the session {demo_module.SESSION!r} left by an earlier demo")
     say(f"memvault demo on {redact(url)}, session {demo_module.SESSION!r}")
     say("")
-    say("1. process agent-1 answers a weather question with a tool call, "
-        "then saves snapshot 'after-weather'")
+    say(
+        "1. process agent-1 answers a weather question with a tool call, "
+        "then saves snapshot 'after-weather'"
+    )
     demo_module.run_in_process(demo_module.agent_one, url)
-    say("2. process agent-2 gets a broken tool result (502), rolls back to "
-        "'after-weather' and answers again")
+    say(
+        "2. process agent-2 gets a broken tool result (502), rolls back to "
+        "'after-weather' and answers again"
+    )
     demo_module.run_in_process(demo_module.agent_two, url)
     say("3. this process reads the store as a third process would")
     say("")
@@ -247,25 +272,37 @@ def demo(url: UrlOption = None) -> None:
         emit(log_lines(s))
         undo = [x.name for x in s.snapshots() if x.auto]
         say("")
-        say(f"Nothing was deleted: the rolled-back turns are kept in {undo[0]!r}; "
-            f"undo with: memvault rollback {demo_module.SESSION} '{undo[0]}'")
+        say(
+            f"Nothing was deleted: the rolled-back turns are kept in {undo[0]!r}; "
+            f"undo with: memvault rollback {demo_module.SESSION} '{undo[0]}'"
+        )
 
 
 @app.command()
 def sessions(
     url: UrlOption = None,
     as_json: JsonOption = False,
-    limit: Annotated[int | None, typer.Option(
-        min=1, max=MAX_LIMIT, help="One page of at most N sessions, then the cursor to the "
-        "next page (default: every session).")] = None,
-    cursor: Annotated[str | None, typer.Option(
-        help="Continue after the page that printed this cursor (same --order, --desc and "
-        "--match).")] = None,
-    order: Annotated[str, typer.Option(
-        help=f"Order by {', '.join(ORDERS)} (then by id).")] = "id",
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_LIMIT,
+            help="One page of at most N sessions, then the cursor to the "
+            "next page (default: every session).",
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            help="Continue after the page that printed this cursor (same --order, --desc and "
+            "--match)."
+        ),
+    ] = None,
+    order: Annotated[str, typer.Option(help=f"Order by {', '.join(ORDERS)} (then by id).")] = "id",
     desc: Annotated[bool, typer.Option("--desc", help="Descending order.")] = False,
-    match: Annotated[str | None, typer.Option(
-        help="Only ids containing this text (case-sensitive).")] = None,
+    match: Annotated[
+        str | None, typer.Option(help="Only ids containing this text (case-sensitive).")
+    ] = None,
 ) -> None:
     """List the live sessions, all or a page at a time (--limit, --cursor).
 
@@ -277,27 +314,57 @@ def sessions(
         if as_json:
             emit(json_line(_record(i)) for i in infos)
         else:
-            emit(columns(["session", "version", "messages", "updated (UTC)", "expires (UTC)"],
-                         ([i.session_id, str(i.version), str(i.length), _when(i.updated_at),
-                           _when(i.expires_at)] for i in infos)))
+            emit(
+                columns(
+                    ["session", "version", "messages", "updated (UTC)", "expires (UTC)"],
+                    (
+                        [
+                            i.session_id,
+                            str(i.version),
+                            str(i.length),
+                            _when(i.updated_at),
+                            _when(i.expires_at),
+                        ]
+                        for i in infos
+                    ),
+                )
+            )
         if limit is not None:
             after = pages[-1].cursor
-            emit([json_line({"cursor": after}) if as_json else
-                  f"next page: --cursor {after}" if after else "(last page)"])
+            emit(
+                [
+                    json_line({"cursor": after})
+                    if as_json
+                    else f"next page: --cursor {after}"
+                    if after
+                    else "(last page)"
+                ]
+            )
 
 
 _ALL_PAGE = 1000
 """Sessions per page when the command lists them all."""
 
 
-def _pages(store: memvault.Store, limit: int, cursor: str | None, order: str,
-           descending: bool, match: str | None, every: bool) -> list[SessionPage]:
+def _pages(
+    store: memvault.Store,
+    limit: int,
+    cursor: str | None,
+    order: str,
+    descending: bool,
+    match: str | None,
+    every: bool,
+) -> list[SessionPage]:
     """The page asked for, or (``every``) every page from ``cursor`` on."""
-    pages = [store.sessions_page(limit, cursor=cursor, order=order, descending=descending,
-                                 match=match)]
+    pages = [
+        store.sessions_page(limit, cursor=cursor, order=order, descending=descending, match=match)
+    ]
     while every and pages[-1].cursor:
-        pages.append(store.sessions_page(limit, cursor=pages[-1].cursor, order=order,
-                                         descending=descending, match=match))
+        pages.append(
+            store.sessions_page(
+                limit, cursor=pages[-1].cursor, order=order, descending=descending, match=match
+            )
+        )
     return pages
 
 
@@ -305,17 +372,31 @@ def _pages(store: memvault.Store, limit: int, cursor: str | None, order: str,
 def show(
     session: SessionArg,
     last: Annotated[int | None, typer.Option(min=0, help="Only the newest N messages.")] = None,
-    full: Annotated[bool, typer.Option(
-        "--full", help=f"Show long content whole (default: cut at {CUT} characters).")] = False,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help=f"Show long content whole (default: cut at {CUT} characters)."),
+    ] = False,
     as_json: JsonOption = False,
-    timeline: Annotated[bool, typer.Option(
-        "--timeline", help="The event log in version order, each change's messages under "
-        "it, hidden ones marked (the newest page; the inspector's timeline).")] = False,
-    before: Annotated[int | None, typer.Option(
-        min=1, help="With --timeline: the page of events before this version.")] = None,
-    everything: Annotated[bool, typer.Option(
-        "--all", help="The full view: summarized messages too, each summary after the "
-        "message it was taken through.")] = False,
+    timeline: Annotated[
+        bool,
+        typer.Option(
+            "--timeline",
+            help="The event log in version order, each change's messages under "
+            "it, hidden ones marked (the newest page; the inspector's timeline).",
+        ),
+    ] = False,
+    before: Annotated[
+        int | None,
+        typer.Option(min=1, help="With --timeline: the page of events before this version."),
+    ] = None,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="The full view: summarized messages too, each summary after the "
+            "message it was taken through.",
+        ),
+    ] = False,
     url: UrlOption = None,
 ) -> None:
     """Print a session's history, oldest first, with each message's position.
@@ -327,13 +408,18 @@ def show(
     with opened(url, read_only=True) as store:
         if timeline:  # the inspector's timeline page (memvault.ui.text)
             page = views.timeline(store, existing(store, session).id, before)
-            emit(timeline_lines(session, page, lambda m: render_message(m, full=full),
-                                color=sys.stdout.isatty()) if page else [])
+            emit(
+                timeline_lines(
+                    session, page, lambda m: render_message(m, full=full), color=sys.stdout.isatty()
+                )
+                if page
+                else []
+            )
             return
         s = store.session(session)
         if everything:
             whole = s.history(full=True)
-            messages = whole[len(whole) - min(len(whole), last):] if last is not None else whole
+            messages = whole[len(whole) - min(len(whole), last) :] if last is not None else whole
             length = len(whole)
         else:
             messages = s.history(last=last)
@@ -344,13 +430,19 @@ def show(
             length = info.length
         first = length - len(messages) + 1
         if as_json:
-            emit(json_line({"position": i, "message": m.model_dump(mode="json")})
-                 for i, m in enumerate(messages, first))
+            emit(
+                json_line({"position": i, "message": m.model_dump(mode="json")})
+                for i, m in enumerate(messages, first)
+            )
         else:
             emit(history_lines(messages, first, full=full))
             if not everything and info and info.summarized and first == 1 and messages:
-                emit([f"(#1 is a summary standing for {info.summarized} earlier messages; "
-                      "--all shows them)"])
+                emit(
+                    [
+                        f"(#1 is a summary standing for {info.summarized} earlier messages; "
+                        "--all shows them)"
+                    ]
+                )
 
 
 @app.command()
@@ -358,11 +450,17 @@ def search(
     session: SessionArg,
     query: Annotated[str, typer.Argument(help="The words to look for.")],
     k: Annotated[int, typer.Option("--k", min=0, help="At most this many hits.")] = 10,
-    embedder: Annotated[str | None, typer.Option(
-        help="Hybrid search with this embedder: wordllama (built in) or module:attr "
-             "(the one the store's vectors were made by).")] = None,
-    hidden: Annotated[bool, typer.Option(
-        "--hidden", help="Also find hidden messages (popped, trimmed, rolled back).")] = False,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            help="Hybrid search with this embedder: wordllama (built in) or module:attr "
+            "(the one the store's vectors were made by)."
+        ),
+    ] = None,
+    hidden: Annotated[
+        bool,
+        typer.Option("--hidden", help="Also find hidden messages (popped, trimmed, rolled back)."),
+    ] = False,
     as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
@@ -374,15 +472,33 @@ def search(
     with opened(url, read_only=True, **extra) as store:
         hits = existing(store, session).search(query, k=k, include_hidden=hidden)
         if as_json:
-            emit(json_line({"position": h.position, "score": round(h.score, 4),
-                            "hidden": h.hidden,
-                            "message": h.message.model_dump(mode="json")}) for h in hits)
+            emit(
+                json_line(
+                    {
+                        "position": h.position,
+                        "score": round(h.score, 4),
+                        "hidden": h.hidden,
+                        "message": h.message.model_dump(mode="json"),
+                    }
+                )
+                for h in hits
+            )
         else:
             shape = ".2f" if embedder is None else ".4f"  # fused scores are about 1/60
-            emit(columns(["#", "score", "role", "content"],
-                         (["hidden" if h.position is None else str(h.position),
-                           format(h.score, shape), h.message.role,
-                           render_message(h.message, full=False)] for h in hits)))
+            emit(
+                columns(
+                    ["#", "score", "role", "content"],
+                    (
+                        [
+                            "hidden" if h.position is None else str(h.position),
+                            format(h.score, shape),
+                            h.message.role,
+                            render_message(h.message, full=False),
+                        ]
+                        for h in hits
+                    ),
+                )
+            )
 
 
 @app.command()
@@ -398,8 +514,7 @@ def snapshots(session: SessionArg, as_json: JsonOption = False, url: UrlOption =
     """List a session's snapshots."""
     with opened(url, read_only=True) as store:
         s = existing(store, session)
-        emit(json_line(_record(x)) for x in s.snapshots()) if as_json \
-            else emit(snapshot_lines(s))
+        emit(json_line(_record(x)) for x in s.snapshots()) if as_json else emit(snapshot_lines(s))
 
 
 @app.command()
@@ -411,16 +526,16 @@ def rollback(
     """Restore snapshot NAME; the replaced state is saved as an auto snapshot."""
     with opened(url) as store:
         saved = existing(store, session).rollback(name)
-        say(f"rolled back {session!r} to {name!r}; the replaced state is saved as "
-            f"{saved.name!r}")
+        say(f"rolled back {session!r} to {name!r}; the replaced state is saved as {saved.name!r}")
 
 
 @app.command()
 def compact(
     keep_events: Annotated[int | None, typer.Option(min=0, help="Events kept per session.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    batch: Annotated[int, typer.Option(min=1, help="Sessions per step (one short "
-                                                   "transaction each).")] = COMPACT_BATCH,
+    batch: Annotated[
+        int, typer.Option(min=1, help="Sessions per step (one short transaction each).")
+    ] = COMPACT_BATCH,
     as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
@@ -435,26 +550,34 @@ def compact(
     if not yes:
         if not sys.stdin.isatty():
             raise ConfirmationNeeded("compact deletes data for good: pass --yes to confirm")
-        if not typer.confirm(f"Delete expired sessions and unreachable messages in "
-                             f"{shown(redact(target))} for good?"):
+        if not typer.confirm(
+            f"Delete expired sessions and unreachable messages in {shown(redact(target))} for good?"
+        ):
             raise ConfirmationNeeded("nothing deleted")
     with opened(target) as store, progress_bar("compacting", enabled=not as_json) as update:
-        stats = store.compact(keep_events=keep_events, batch=batch,
-                              progress=lambda p: update(p.done, p.total))
+        stats = store.compact(
+            keep_events=keep_events, batch=batch, progress=lambda p: update(p.done, p.total)
+        )
     if as_json:
         emit([json_line(dataclasses.asdict(stats))])
     else:
         vectors = f", {plural(stats.vectors, 'search vector')}" if stats.vectors else ""
-        say(f"removed {plural(stats.nodes, 'message')}, {plural(stats.events, 'event')}, "
-            f"{plural(stats.sessions, 'expired session')}{vectors}")
+        say(
+            f"removed {plural(stats.nodes, 'message')}, {plural(stats.events, 'event')}, "
+            f"{plural(stats.sessions, 'expired session')}{vectors}"
+        )
 
 
 @app.command()
 def reindex(
-    embedder: Annotated[str, typer.Option(
-        help="wordllama (built in), or module:attr naming an embedder.")] = "wordllama",
-    replace: Annotated[bool, typer.Option(
-        "--replace", help="Delete every stored vector first, and record this embedder.")
+    embedder: Annotated[
+        str, typer.Option(help="wordllama (built in), or module:attr naming an embedder.")
+    ] = "wordllama",
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Delete every stored vector first, and record this embedder."
+        ),
     ] = False,
     batch: Annotated[int, typer.Option(min=1, help="Texts embedded per batch.")] = 256,
     url: UrlOption = None,
@@ -463,18 +586,24 @@ def reindex(
     from memvault import reindex as recall
 
     chosen = recall.load_embedder(embedder)
-    with recall.open_for_reindex(store_url(url), chosen, replace=replace) as store, \
-            progress_bar("reindexing sessions") as update:
+    with (
+        recall.open_for_reindex(store_url(url), chosen, replace=replace) as store,
+        progress_bar("reindexing sessions") as update,
+    ):
         stats = recall.reindex(store, batch=batch, progress=update)
-    say(f"reindexed {plural(stats.sessions, 'session')}: {plural(stats.embedded, 'text')} "
-        f"embedded, {stats.texts - stats.embedded} already stored")
+    say(
+        f"reindexed {plural(stats.sessions, 'session')}: {plural(stats.embedded, 'text')} "
+        f"embedded, {stats.texts - stats.embedded} already stored"
+    )
 
 
 @app.command()
 def migrate(
     url: UrlOption = None,
-    schema: Annotated[str | None, typer.Option(
-        "--schema", help="PostgreSQL schema (default: the URL's, else 'memvault').")] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option("--schema", help="PostgreSQL schema (default: the URL's, else 'memvault')."),
+    ] = None,
 ) -> None:
     """Create or upgrade a store's schema (PostgreSQL: apply missing migrations).
 
@@ -487,11 +616,14 @@ def migrate(
     if hasattr(module, "migrate"):
         result = module.migrate(target, schema=schema)
         if result.before == result.after:
-            say(f"{redact(target)}: schema {result.schema!r} is up to date "
-                f"(version {result.after})")
+            say(
+                f"{redact(target)}: schema {result.schema!r} is up to date (version {result.after})"
+            )
         else:
-            say(f"{redact(target)}: schema {result.schema!r} migrated from version "
-                f"{result.before} to {result.after}")
+            say(
+                f"{redact(target)}: schema {result.schema!r} migrated from version "
+                f"{result.before} to {result.after}"
+            )
         return
     if schema is not None:
         raise ConfigurationError(f"--schema applies to PostgreSQL only, not {redact(target)!r}")
@@ -501,8 +633,11 @@ def migrate(
 
 @app.command("export")
 def export_(
-    session: Annotated[list[str] | None, typer.Argument(
-        metavar="[SESSION]...", help="Sessions to export (default: every live session).")
+    session: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[SESSION]...", help="Sessions to export (default: every live session)."
+        ),
     ] = None,
     url: UrlOption = None,
 ) -> None:

@@ -28,13 +28,19 @@ def agent_one(url: str) -> None:
     with memvault.open(url, writer=writer) as store:
         s = store.session(SESSION)
         s.append([Message.system("You are a concise travel assistant.")])
-        s.append([
-            Message.user("What's the weather in Paris?"),
-            Message.assistant(None, tool_calls=[
-                ToolCall(id="call-1", name="get_weather", arguments='{"city": "Paris"}')]),
-            Message.tool('{"temp_c": 18, "sky": "sunny"}', tool_call_id="call-1"),
-            Message.assistant("It is 18 °C and sunny in Paris."),
-        ])
+        s.append(
+            [
+                Message.user("What's the weather in Paris?"),
+                Message.assistant(
+                    None,
+                    tool_calls=[
+                        ToolCall(id="call-1", name="get_weather", arguments='{"city": "Paris"}')
+                    ],
+                ),
+                Message.tool('{"temp_c": 18, "sky": "sunny"}', tool_call_id="call-1"),
+                Message.assistant("It is 18 °C and sunny in Paris."),
+            ]
+        )
         s.snapshot("after-weather")
 
 
@@ -45,21 +51,33 @@ def agent_two(url: str) -> None:
     writer = f"agent-2 (pid {multiprocessing.current_process().pid})"
     with memvault.open(url, writer=writer) as store:
         s = store.session(SESSION)
-        s.append([
-            Message.user("And in Tokyo?"),
-            Message.assistant(None, tool_calls=[
-                ToolCall(id="call-2", name="get_weather", arguments='{"city": "Tokyo"}')]),
-            Message.tool("<html>502 Bad Gateway</html>", tool_call_id="call-2"),
-        ])
+        s.append(
+            [
+                Message.user("And in Tokyo?"),
+                Message.assistant(
+                    None,
+                    tool_calls=[
+                        ToolCall(id="call-2", name="get_weather", arguments='{"city": "Tokyo"}')
+                    ],
+                ),
+                Message.tool("<html>502 Bad Gateway</html>", tool_call_id="call-2"),
+            ]
+        )
         # The tool result is garbage: restore the last good state, then retry.
         s.rollback("after-weather")
-        s.append([
-            Message.user("And in Tokyo?"),
-            Message.assistant(None, tool_calls=[
-                ToolCall(id="call-3", name="get_weather", arguments='{"city": "Tokyo"}')]),
-            Message.tool('{"temp_c": 24, "sky": "cloudy"}', tool_call_id="call-3"),
-            Message.assistant("It is 24 °C and cloudy in Tokyo."),
-        ])
+        s.append(
+            [
+                Message.user("And in Tokyo?"),
+                Message.assistant(
+                    None,
+                    tool_calls=[
+                        ToolCall(id="call-3", name="get_weather", arguments='{"city": "Tokyo"}')
+                    ],
+                ),
+                Message.tool('{"temp_c": 24, "sky": "cloudy"}', tool_call_id="call-3"),
+                Message.assistant("It is 24 °C and cloudy in Tokyo."),
+            ]
+        )
 
 
 class DemoFailed(MemvaultError):

@@ -71,14 +71,16 @@ class WordLlamaEmbedder:
         try:
             import wordllama  # type: ignore[import-untyped]
         except ImportError as exc:
-            raise ConfigurationError("the built-in embedder needs wordllama: "
-                                     "pip install 'memvault[recall]'") from exc
+            raise ConfigurationError(
+                "the built-in embedder needs wordllama: pip install 'memvault[recall]'"
+            ) from exc
         from pathlib import Path
 
         # wordllama 0.4 looks for its tokenizer under the wrong folder name of the
         # package and would download it; as a cache folder, the package has it.
         self._model = wordllama.WordLlama.load(
-            cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+            cache_dir=Path(wordllama.__file__).parent, disable_download=True
+        )
 
     def embed(self, texts: list[str]) -> Any:
         return self._model.embed(texts)
@@ -87,8 +89,9 @@ class WordLlamaEmbedder:
         return "WordLlamaEmbedder()"
 
 
-def as_embedder(obj: object, *, dims: int | None = None, name: str | None = None,
-                model: str | None = None) -> Embedder:
+def as_embedder(
+    obj: object, *, dims: int | None = None, name: str | None = None, model: str | None = None
+) -> Embedder:
     """An :class:`Embedder` for ``obj`` (see the module's list), or ConfigurationError."""
     if obj == "wordllama":
         return WordLlamaEmbedder()
@@ -98,7 +101,8 @@ def as_embedder(obj: object, *, dims: int | None = None, name: str | None = None
     if fn is None:
         raise ConfigurationError(
             f"embedder must be 'wordllama', an Embedder (name, dims, embed) or a callable "
-            f"texts -> vectors, not {type(obj).__name__}")
+            f"texts -> vectors, not {type(obj).__name__}"
+        )
     label = name or label
     if dims is None:
         dims = getattr(obj, "dims", None) or _probe(fn)
@@ -115,12 +119,15 @@ def _function_of(obj: Any, model: str | None) -> tuple[Callable[[list[str]], Any
     embeddings = getattr(obj, "embeddings", None)
     if embeddings is not None and hasattr(embeddings, "create"):
         if not model:
-            raise ConfigurationError("an OpenAI client needs model=, e.g. "
-                                     "as_embedder(client, model='text-embedding-3-small')")
+            raise ConfigurationError(
+                "an OpenAI client needs model=, e.g. "
+                "as_embedder(client, model='text-embedding-3-small')"
+            )
 
         def openai(texts: list[str]) -> Any:
             answer = embeddings.create(model=model, input=texts)
             return [item.embedding for item in answer.data]
+
         return openai, f"openai:{model}"
     if hasattr(obj, "embed") and hasattr(obj, "model_name"):  # fastembed
         return (lambda texts: list(obj.embed(texts))), f"fastembed:{obj.model_name}"
@@ -134,8 +141,9 @@ def _probe(fn: Callable[[list[str]], Any]) -> int:
     try:
         return len(vectors[0])
     except (TypeError, IndexError) as exc:
-        raise InvalidArgumentError(f"the embedder returned {vectors!r} for one text, "
-                                   "not a list of vectors") from exc
+        raise InvalidArgumentError(
+            f"the embedder returned {vectors!r} for one text, not a list of vectors"
+        ) from exc
 
 
 __all__ = ["CallableEmbedder", "Embedder", "WordLlamaEmbedder", "aembed", "as_embedder"]

@@ -138,21 +138,24 @@ def unknown_through(session_id: str, through: str) -> InvalidMessageError:
     """summarize(through=...) names no message of the session."""
     return InvalidMessageError(
         f"session {session_id!r} has no message {through!r} to summarize through; "
-        "nothing was written")
+        "nothing was written"
+    )
 
 
 def hidden_through(session_id: str, through: str) -> InvalidMessageError:
     """summarize(through=...) names a message outside the visible history."""
     return InvalidMessageError(
         f"message {through!r} is not in the visible history of session {session_id!r} "
-        "(popped, trimmed, cleared, rolled back or itself a summary); nothing was written")
+        "(popped, trimmed, cleared, rolled back or itself a summary); nothing was written"
+    )
 
 
 def summarized_through(session_id: str, through: str) -> InvalidMessageError:
     """summarize(through=...) names a message the current summary already covers."""
     return InvalidMessageError(
         f"message {through!r} of session {session_id!r} is already summarized: a new "
-        "summary must reach past the previous one; nothing was written")
+        "summary must reach past the previous one; nothing was written"
+    )
 
 
 def snapshot_missing(session_id: str, name: str) -> SnapshotNotFoundError:
@@ -169,8 +172,10 @@ def broken_chain(session_id: str, depth: int) -> CorruptRecordError:
     """A walk of a chain found no node at ``depth`` one level below the last (a node
     missing, its own parent, or linked into another branch)."""
     return CorruptRecordError(
-        session_id, depth,
-        "the chain is broken here (a message is missing or linked to the wrong parent)")
+        session_id,
+        depth,
+        "the chain is broken here (a message is missing or linked to the wrong parent)",
+    )
 
 
 def damaged_snapshot(session_id: str, name: str) -> CorruptRecordError:
@@ -178,8 +183,8 @@ def damaged_snapshot(session_id: str, name: str) -> CorruptRecordError:
     length, base or head below 0, a head beyond the session's nodes, a head of none
     with messages (or a head with none)."""
     return CorruptRecordError(
-        session_id, None, f"snapshot {name!r} is damaged: its head, base and length "
-        "cannot be right")
+        session_id, None, f"snapshot {name!r} is damaged: its head, base and length cannot be right"
+    )
 
 
 def not_utf8(session_id: str, depth: int) -> CorruptRecordError:

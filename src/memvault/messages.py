@@ -122,7 +122,8 @@ def encodable(text: str) -> bool:
 def describe(exc: ValidationError) -> str:
     """Pydantic's errors on one line: ``role: Input should be 'system', ...; content: ...``."""
     return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+        f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors()
+    )
 
 
 _M = TypeVar("_M", bound="_Model")
@@ -136,8 +137,7 @@ class _Model(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise InvalidMessageError(f"invalid {type(self).__name__}: {describe(exc)}") \
-                from exc
+            raise InvalidMessageError(f"invalid {type(self).__name__}: {describe(exc)}") from exc
 
     @classmethod
     def model_validate(cls: type[_M], obj: Any, *args: Any, **kwargs: Any) -> _M:
@@ -302,8 +302,11 @@ def encode_message(message: MessageLike, max_bytes: int) -> Record:
         # pydantic-core writes the JSON of json.dumps(model_dump(mode="json"),
         # ensure_ascii=False, compact separators) straight to UTF-8, several times
         # faster; a lone surrogate fails here (PydanticSerializationError is a ValueError).
-        body = (_ENVELOPE_START + message.__pydantic_serializer__.to_json(message, warnings=False)
-                + b"}")
+        body = (
+            _ENVELOPE_START
+            + message.__pydantic_serializer__.to_json(message, warnings=False)
+            + b"}"
+        )
         if not from_mapping and not _plain(message):  # read back as a reader will,
             message = _checked(body) or Message.model_validate(json.loads(body)["m"])
     except InvalidMessageError:
@@ -334,36 +337,49 @@ def _plain(message: Message) -> bool:
     class property, 0.37 µs a read)."""
     fields = message.__dict__
     try:
-        msg_id, role, content, calls, created = (fields["id"], fields["role"],
-                                                 fields["content"], fields["tool_calls"],
-                                                 fields["created_at"])
-        if (len(fields) != _FIELD_COUNT
-                or type(msg_id) is not str or not 0 < len(msg_id) <= MAX_MESSAGE_ID
-                or type(role) is not str or role not in _ROLES
-                or type(fields["name"]) not in _OPTIONAL_TEXT
-                or type(fields["tool_call_id"]) not in _OPTIONAL_TEXT
-                or type(fields["metadata"]) is not dict
-                or type(created) is not datetime or created.tzinfo is not timezone.utc
-                or type(calls) is not tuple):
+        msg_id, role, content, calls, created = (
+            fields["id"],
+            fields["role"],
+            fields["content"],
+            fields["tool_calls"],
+            fields["created_at"],
+        )
+        if (
+            len(fields) != _FIELD_COUNT
+            or type(msg_id) is not str
+            or not 0 < len(msg_id) <= MAX_MESSAGE_ID
+            or type(role) is not str
+            or role not in _ROLES
+            or type(fields["name"]) not in _OPTIONAL_TEXT
+            or type(fields["tool_call_id"]) not in _OPTIONAL_TEXT
+            or type(fields["metadata"]) is not dict
+            or type(created) is not datetime
+            or created.tzinfo is not timezone.utc
+            or type(calls) is not tuple
+        ):
             return False
     except KeyError:  # a model_construct without a required field
         return False
     if type(content) not in _OPTIONAL_TEXT and not (
-            type(content) is list and all(type(part) is dict for part in content)):
+        type(content) is list and all(type(part) is dict for part in content)
+    ):
         return False
     if not calls:
         return content is not None
     return role == "assistant" and all(
-        type(call) is ToolCall and len(call.__dict__) == 3 and all(
-            type(call.__dict__.get(k)) is str for k in ("id", "name", "arguments"))
-        for call in calls)
+        type(call) is ToolCall
+        and len(call.__dict__) == 3
+        and all(type(call.__dict__.get(k)) is str for k in ("id", "name", "arguments"))
+        for call in calls
+    )
 
 
 _BATCHES = (list, tuple)
 
 
-def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int,
-                 max_batch_bytes: int) -> list[Record]:
+def encode_batch(
+    messages: Sequence[MessageLike], max_bytes: int, max_batch: int, max_batch_bytes: int
+) -> list[Record]:
     """Validate and encode a batch for one append; nothing is written if this raises.
 
     Args:
@@ -377,12 +393,14 @@ def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int
             raise InvalidMessageError("append takes a list of messages, not a single message")
         if not isinstance(messages, Sequence):
             raise InvalidMessageError(
-                f"append takes a list of messages, not a {type(messages).__name__}")
+                f"append takes a list of messages, not a {type(messages).__name__}"
+            )
     if not messages:
         raise InvalidMessageError("append needs at least one message")
     if len(messages) > max_batch:
         raise InvalidMessageError(
-            f"a batch holds at most {max_batch} messages, got {len(messages)}")
+            f"a batch holds at most {max_batch} messages, got {len(messages)}"
+        )
     records = []
     total = 0
     for m in messages:
@@ -391,7 +409,8 @@ def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int
         if total > max_batch_bytes:
             raise InvalidMessageError(
                 f"a batch holds at most {max_batch_bytes} bytes encoded; its first "
-                f"{len(records)} of {len(messages)} messages are {total} bytes")
+                f"{len(records)} of {len(messages)} messages are {total} bytes"
+            )
     if len({r.id for r in records}) != len(records):
         raise DuplicateMessageError("the batch repeats a message id")
     return records
@@ -404,8 +423,11 @@ def encode_batch(messages: Sequence[MessageLike], max_bytes: int, max_batch: int
 # takes 1, 1.0 and true, as the step-by-step decoding's ``!= 1`` does.
 _MESSAGE_FIELDS: dict[str, Any] = {k: (f.annotation, f) for k, f in Message.model_fields.items()}
 _StoredEnvelope = create_model(
-    "_StoredEnvelope", __config__=ConfigDict(extra="forbid", frozen=True), v=(Literal[1], ...),
-    m=(create_model("_StoredMessage", __config__=Message.model_config, **_MESSAGE_FIELDS), ...))
+    "_StoredEnvelope",
+    __config__=ConfigDict(extra="forbid", frozen=True),
+    v=(Literal[1], ...),
+    m=(create_model("_StoredMessage", __config__=Message.model_config, **_MESSAGE_FIELDS), ...),
+)
 _UTC = timedelta(0)
 
 
@@ -418,13 +440,19 @@ def _checked(body: str | bytes) -> Message | None:
     except ValidationError:
         return None
     fields = stored.__dict__  # handed over: the stored object is dropped
-    role, content, calls, metadata = (fields["role"], fields["content"], fields["tool_calls"],
-                                      fields["metadata"])
-    if (fields["created_at"].utcoffset() != _UTC  # naive or not UTC: converted by Message
-            or (content is None and not (role == "assistant" and calls))
-            or (calls and role != "assistant")
-            or (metadata and _json_problem(metadata, MAX_NESTING))
-            or (isinstance(content, list) and _json_problem(content, MAX_NESTING))):
+    role, content, calls, metadata = (
+        fields["role"],
+        fields["content"],
+        fields["tool_calls"],
+        fields["metadata"],
+    )
+    if (
+        fields["created_at"].utcoffset() != _UTC  # naive or not UTC: converted by Message
+        or (content is None and not (role == "assistant" and calls))
+        or (calls and role != "assistant")
+        or (metadata and _json_problem(metadata, MAX_NESTING))
+        or (isinstance(content, list) and _json_problem(content, MAX_NESTING))
+    ):
         return None
     fields["created_at"] = fields["created_at"].replace(tzinfo=timezone.utc)
     return _built(fields, stored.__pydantic_fields_set__)
@@ -435,8 +463,14 @@ def _checked(body: str | bytes) -> Message | None:
 # 0.37 us a Message, against 0.63 us setting all four by name with
 # object.__setattr__ (20 messages from the decode cache: 19 -> 14 us).
 set_dict, set_fields_set, set_extra, set_private = (
-    vars(BaseModel)[slot].__set__ for slot in (
-        "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+    vars(BaseModel)[slot].__set__
+    for slot in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
 _new = Message.__new__
 
 
@@ -453,7 +487,8 @@ def _built(fields: dict[str, Any], fields_set: set[str]) -> Message:
 # Message's fields in order, with their defaults (a required field's or a factory's: None)
 _DEFAULTS: dict[str, Any] = {
     name: None if field.is_required() or field.default_factory else field.default
-    for name, field in Message.model_fields.items()}
+    for name, field in Message.model_fields.items()
+}
 
 
 def constructed(**fields: Any) -> Message:
@@ -486,8 +521,11 @@ def _own(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def _remember(body: str, message: Message) -> None:
-    if len(body) > _DECODED_CHARS or not isinstance(message.content, (str, type(None))) or \
-            not all(isinstance(v, _SCALARS) for v in message.metadata.values()):
+    if (
+        len(body) > _DECODED_CHARS
+        or not isinstance(message.content, (str, type(None)))
+        or not all(isinstance(v, _SCALARS) for v in message.metadata.values())
+    ):
         return
     if len(_decoded) >= _DECODED_COUNT:
         try:

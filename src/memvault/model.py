@@ -88,8 +88,11 @@ def check_snapshot(session_id: str, snap: Snapshot, next_node: int) -> Snapshot:
     """``snap``, a snapshot of a session whose next node id is ``next_node``, if its
     pointers can be right; else CorruptRecordError naming it (a rollback to it would
     leave the session a length below 0 or a head that is not there)."""
-    if min(snap.head, snap.base, snap.length) < 0 or snap.head >= next_node \
-            or (snap.head == 0) != (snap.base + snap.length == 0):
+    if (
+        min(snap.head, snap.base, snap.length) < 0
+        or snap.head >= next_node
+        or (snap.head == 0) != (snap.base + snap.length == 0)
+    ):
         raise damaged_snapshot(session_id, snap.name)
     return snap
 
@@ -123,8 +126,12 @@ class CompactStats:
     vectors: int = 0
 
     def __add__(self, other: CompactStats) -> CompactStats:
-        return CompactStats(self.nodes + other.nodes, self.events + other.events,
-                            self.sessions + other.sessions, self.vectors + other.vectors)
+        return CompactStats(
+            self.nodes + other.nodes,
+            self.events + other.events,
+            self.sessions + other.sessions,
+            self.vectors + other.vectors,
+        )
 
 
 COMPACT_BATCH = 100
@@ -177,10 +184,10 @@ class Limits:
     def __post_init__(self) -> None:
         for name in (f.name for f in fields(self)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) \
-                    or not 0 < value <= MAX_COUNT:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_COUNT:
                 raise ConfigurationError(
-                    f"Limits: {name} must be an integer from 1 to 2**63-1, not {value!r}")
+                    f"Limits: {name} must be an integer from 1 to 2**63-1, not {value!r}"
+                )
 
     def check_session_id(self, value: object) -> str:
         """Return ``value`` if it is a valid session id, else raise InvalidMessageError."""
@@ -247,17 +254,27 @@ def check_batch(value: object) -> int:
     return batch
 
 
-def check_seconds(what: str, value: object, *, zero_ok: bool = False,
-                  at_most: float = sys.float_info.max, where: str = "") -> None:
+def check_seconds(
+    what: str,
+    value: object,
+    *,
+    zero_ok: bool = False,
+    at_most: float = sys.float_info.max,
+    where: str = "",
+) -> None:
     """A duration option: a number of seconds above 0 (or 0 with ``zero_ok``) and at
     most ``at_most``; never a bool, NaN or infinity (which fail the comparisons).
 
     Raises:
         ConfigurationError: naming ``what`` (after ``where``, e.g. the store URL).
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not (0 <= value if zero_ok else 0 < value) or not value <= at_most:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0 <= value if zero_ok else 0 < value)
+        or not value <= at_most
+    ):
         bound = "finite" if at_most == sys.float_info.max else f"at most {at_most:g}"
         raise ConfigurationError(
-            f"{where}{what} must be seconds {'>= 0' if zero_ok else '> 0'}, {bound}, "
-            f"not {value!r}")
+            f"{where}{what} must be seconds {'>= 0' if zero_ok else '> 0'}, {bound}, not {value!r}"
+        )

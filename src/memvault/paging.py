@@ -83,8 +83,9 @@ class PageQuery:
     after: tuple[Key, str] | None = None
 
 
-def check_page(limit: object, cursor: object, order: object, descending: object,
-               match: object) -> PageQuery:
+def check_page(
+    limit: object, cursor: object, order: object, descending: object, match: object
+) -> PageQuery:
     """A page request's arguments, checked before any I/O.
 
     Raises:
@@ -93,22 +94,22 @@ def check_page(limit: object, cursor: object, order: object, descending: object,
             order or match than its own).
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_LIMIT:,}, "
-                                   f"got {_shown(limit)}")
+        raise InvalidArgumentError(
+            f"limit must be an integer from 1 to {MAX_LIMIT:,}, got {_shown(limit)}"
+        )
     if order not in ORDERS:
-        raise InvalidArgumentError(f"order must be one of {', '.join(ORDERS)}; "
-                                   f"got {_shown(order)}")
+        raise InvalidArgumentError(f"order must be one of {', '.join(ORDERS)}; got {_shown(order)}")
     if not isinstance(descending, bool):
         raise InvalidArgumentError(f"descending must be True or False, got {_shown(descending)}")
     match = "" if match is None else match
     if not isinstance(match, str) or len(match) > MAX_MATCH:
-        raise InvalidArgumentError(f"match must be a string of at most {MAX_MATCH} "
-                                   f"characters, got {_shown(match)}")
+        raise InvalidArgumentError(
+            f"match must be a string of at most {MAX_MATCH} characters, got {_shown(match)}"
+        )
     query = PageQuery(limit + 1, str(order), descending, match)
     if cursor is None:
         return query
-    return PageQuery(query.limit, query.order, descending, match,
-                     _position(cursor, query))
+    return PageQuery(query.limit, query.order, descending, match, _position(cursor, query))
 
 
 def page_of(query: PageQuery, listed: list[Listed]) -> SessionPage:
@@ -125,8 +126,7 @@ def page_of(query: PageQuery, listed: list[Listed]) -> SessionPage:
 
 
 def _position(cursor: object, query: PageQuery) -> tuple[Key, str]:
-    bad = InvalidArgumentError(f"cursor is not a cursor a page of sessions gave: "
-                               f"{_shown(cursor)}")
+    bad = InvalidArgumentError(f"cursor is not a cursor a page of sessions gave: {_shown(cursor)}")
     if not isinstance(cursor, str) or not cursor or len(cursor) > 8192:
         raise bad
     try:
@@ -140,7 +140,8 @@ def _position(cursor: object, query: PageQuery) -> tuple[Key, str]:
         raise InvalidArgumentError(
             f"this cursor continues a listing by {order} "
             f"({'descending' if descending else 'ascending'}, match {match!r}): pass the "
-            "same order, descending and match with it")
+            "same order, descending and match with it"
+        )
     return key, session_id
 
 
@@ -162,25 +163,48 @@ def key_of(info: SessionInfo, order: str, exact: tuple[float, float | None]) -> 
     ``exact`` is the stored ``(updated_at, expires_at)``; an expiry of None (never)
     is :data:`NEVER`."""
     updated, expires = exact
-    return {"id": None, "version": info.version, "length": info.length, "updated": updated,
-            "expires": NEVER if expires is None else expires}[order]
+    return {
+        "id": None,
+        "version": info.version,
+        "length": info.length,
+        "updated": updated,
+        "expires": NEVER if expires is None else expires,
+    }[order]
 
 
 def select(query: PageQuery, listed: Iterable[Listed]) -> list[Listed]:
     """The page ``query`` asks of all the live sessions ``listed`` (with their keys):
     filtered, ordered and cut in Python, for the backends that keep no index
     (O(sessions) per page)."""
+
     def position(item: Listed) -> tuple[Any, str]:
         return (0 if item[1] is None else item[1]), item[0].session_id
 
-    chosen = sorted((item for item in listed if query.match in item[0].session_id),
-                    key=position, reverse=query.descending)
+    chosen = sorted(
+        (item for item in listed if query.match in item[0].session_id),
+        key=position,
+        reverse=query.descending,
+    )
     if query.after is not None:
         start = (0 if query.after[0] is None else query.after[0]), query.after[1]
-        chosen = [item for item in chosen
-                  if (position(item) < start if query.descending else position(item) > start)]
-    return chosen[:query.limit]
+        chosen = [
+            item
+            for item in chosen
+            if (position(item) < start if query.descending else position(item) > start)
+        ]
+    return chosen[: query.limit]
 
 
-__all__ = ["MAX_LIMIT", "NEVER", "ORDERS", "Key", "Listed", "PageQuery", "SessionPage",
-           "check_page", "key_of", "page_of", "select"]
+__all__ = [
+    "MAX_LIMIT",
+    "NEVER",
+    "ORDERS",
+    "Key",
+    "Listed",
+    "PageQuery",
+    "SessionPage",
+    "check_page",
+    "key_of",
+    "page_of",
+    "select",
+]

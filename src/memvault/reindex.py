@@ -41,13 +41,15 @@ def load_embedder(spec: str) -> Embedder:
     try:
         obj: Any = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigurationError(f"cannot load embedder {spec!r} (wordllama or "
-                                 f"module:attr): {exc}") from exc
+        raise ConfigurationError(
+            f"cannot load embedder {spec!r} (wordllama or module:attr): {exc}"
+        ) from exc
     return as_embedder(obj() if isinstance(obj, type) else obj)
 
 
-def open_for_reindex(url: str | None, embedder: Embedder, *, replace: bool,
-                     options: dict[str, Any] | None = None) -> Store:
+def open_for_reindex(
+    url: str | None, embedder: Embedder, *, replace: bool, options: dict[str, Any] | None = None
+) -> Store:
     """The store opened with ``embedder``; ``replace``: its vectors deleted first and
     ``embedder`` recorded as the one that makes them."""
     if replace:
@@ -59,8 +61,12 @@ def open_for_reindex(url: str | None, embedder: Embedder, *, replace: bool,
     return open_store(url, {**(options or {}), "embedder": embedder})
 
 
-def reindex(store: Store, *, batch: int = BATCH,
-            progress: Callable[[int, int], None] = lambda done, total: None) -> ReindexStats:
+def reindex(
+    store: Store,
+    *,
+    batch: int = BATCH,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+) -> ReindexStats:
     """Embed and store the missing vectors of every live session of ``store``,
     calling ``progress(sessions done, sessions)`` as it goes."""
     index = store.claimed()
@@ -78,7 +84,7 @@ def reindex(store: Store, *, batch: int = BATCH,
         missing = [doc.text() for key, doc in unique.items() if key not in stored]
         texts += len(unique)
         for start in range(0, len(missing), batch):
-            part = missing[start:start + batch]
+            part = missing[start : start + batch]
             backend.put_vectors(index.entries(part, index.embedder.embed(part)))
             embedded += len(part)
         progress(done, len(ids))

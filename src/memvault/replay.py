@@ -98,8 +98,11 @@ class Replay:
         """Before a pop, trim or clear hides messages a later target shows, make the
         current state one to come back to: roll back to any saved state (which saves
         this one as ``auto:``), then back to that auto snapshot."""
-        if not later.intersection(self.visible(self.now)) - set(target) or not self.saved \
-                or any((s.head, s.base) == (self.now.head, self.now.base) for s in self.saved):
+        if (
+            not later.intersection(self.visible(self.now)) - set(target)
+            or not self.saved
+            or any((s.head, s.base) == (self.now.head, self.now.base) for s in self.saved)
+        ):
             return
         self._rollback(self.saved[-1])
         self._rollback(self.saved[-1])  # the auto snapshot the first one left
@@ -110,8 +113,9 @@ class Replay:
         self.rollbacks += 1
         self.now = state
 
-    def _go(self, state: State, pops: int, new: list[str], base: int,
-            keep: tuple[set[str], list[str]]) -> None:
+    def _go(
+        self, state: State, pops: int, new: list[str], base: int, keep: tuple[set[str], list[str]]
+    ) -> None:
         """Roll back to ``state`` (unless current), pop, append ``new``, trim."""
         if state != self.now:
             self._rollback(state)
@@ -133,7 +137,7 @@ class Replay:
         self.now = State(head, base)
 
     def visible(self, state: State) -> list[str]:
-        return self.path(state.head)[state.base:]
+        return self.path(state.head)[state.base :]
 
     def snapshot(self, name: str) -> None:
         self.calls.append(("snapshot", name))
@@ -143,7 +147,8 @@ class Replay:
     def _cannot(self) -> InvalidMessageError:
         return InvalidMessageError(
             f"cannot import session {self.sid!r}: its snapshots share messages in a way "
-            "no sequence of appends, pops, trims and rollbacks rebuilds")
+            "no sequence of appends, pops, trims and rollbacks rebuilds"
+        )
 
 
 __all__ = ["Replay", "State"]

@@ -53,8 +53,9 @@ def drive(operation: Operation[Any, Result], perform: Callable[[Request], Any]) 
 
 
 # The async twin of drive(): a loop cannot both await and not.
-async def drive_async(operation: Operation[Any, Result],
-                      perform: Callable[[Request], Awaitable[Any]]) -> Result:
+async def drive_async(
+    operation: Operation[Any, Result], perform: Callable[[Request], Awaitable[Any]]
+) -> Result:
     """:func:`drive` with an awaited ``perform``, and each :class:`Callback` on a
     worker thread."""
     try:

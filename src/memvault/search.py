@@ -70,7 +70,8 @@ def check_query(query: object, k: object) -> tuple[list[str], int]:
         raise InvalidArgumentError(f"query {shown} has no word to search for")
     if len(terms) > MAX_TERMS:
         raise InvalidArgumentError(
-            f"query has {len(terms)} distinct words; the limit is {MAX_TERMS}")
+            f"query has {len(terms)} distinct words; the limit is {MAX_TERMS}"
+        )
     return terms, check_count("k", k)
 
 
@@ -83,25 +84,39 @@ def check_sessions(sessions: object) -> list[str]:
 
 def hits(matches: Iterable[Match]) -> list[Hit]:
     """A backend's matches as hits (CorruptRecordError if one cannot be decoded)."""
-    return [Hit(m.session_id, decode_message(m.session_id, m.depth, m.body), m.position,
-                m.score, m.hidden) for m in matches]
+    return [
+        Hit(
+            m.session_id,
+            decode_message(m.session_id, m.depth, m.body),
+            m.position,
+            m.score,
+            m.hidden,
+        )
+        for m in matches
+    ]
 
 
 def no_index(backend: object, hybrid: bool = False) -> ConfigurationError:
     """The error for ``include_hidden=True`` where the full views are searched (a
     backend without a lexical index, or a store with an embedder)."""
-    why = ("hybrid search (embedder=) ranks the full views" if hybrid else
-           f"{type(backend).__name__} has no search index: search scans the full views")
+    why = (
+        "hybrid search (embedder=) ranks the full views"
+        if hybrid
+        else f"{type(backend).__name__} has no search index: search scans the full views"
+    )
     return ConfigurationError(
-        f"{why}, which hold no hidden message, so include_hidden=True cannot be answered")
+        f"{why}, which hold no hidden message, so include_hidden=True cannot be answered"
+    )
 
 
-def rank(terms: Sequence[str], histories: Iterable[tuple[str, list[Message]]],
-         k: int) -> list[Hit]:
+def rank(terms: Sequence[str], histories: Iterable[tuple[str, list[Message]]], k: int) -> list[Hit]:
     """The ``k`` best hits of ``terms`` among the messages of ``histories`` (session
     id, full view), best first; ties keep the order of the histories."""
-    docs = [(sid, pos, m, Counter(words(text_of(m))))
-            for sid, history in histories for pos, m in enumerate(history, 1)]
+    docs = [
+        (sid, pos, m, Counter(words(text_of(m))))
+        for sid, history in histories
+        for pos, m in enumerate(history, 1)
+    ]
     if not docs or k == 0:
         return []
     lengths = [sum(counts.values()) for *_, counts in docs]
@@ -111,9 +126,11 @@ def rank(terms: Sequence[str], histories: Iterable[tuple[str, list[Message]]],
     idf = {t: math.log(1 + (len(docs) - n + 0.5) / (n + 0.5)) for t, n in having.items()}
     hits = []
     for (sid, pos, message, counts), length in zip(docs, lengths, strict=True):
-        score = sum(idf[t] * counts[t] * (K1 + 1)
-                    / (counts[t] + K1 * (1 - B + B * length / average))
-                    for t in unique if t in counts)
+        score = sum(
+            idf[t] * counts[t] * (K1 + 1) / (counts[t] + K1 * (1 - B + B * length / average))
+            for t in unique
+            if t in counts
+        )
         if score > 0:
             hits.append(Hit(sid, message, pos, score))
     hits.sort(key=lambda h: -h.score)

@@ -70,7 +70,8 @@ def refuse_pickling(self: object) -> NoReturn:
     process can use."""
     raise TypeError(
         f"a memvault {type(self).__name__} cannot be pickled (it holds open connections): "
-        "pass the store's URL and options to the other process and open it there")
+        "pass the store's URL and options to the other process and open it there"
+    )
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,12 @@ class Options:
             object.__setattr__(self, "index", Index(as_embedder(self.embedder)))
         if self.ttl is not None:
             check_seconds("ttl", self.ttl, at_most=MAX_TTL)
-        if self.writer is not None and (not isinstance(self.writer, str) or not self.writer
-                                        or not encodable(self.writer)):
+        if self.writer is not None and (
+            not isinstance(self.writer, str) or not self.writer or not encodable(self.writer)
+        ):
             raise ConfigurationError(
-                f"writer must be a non-empty string of valid Unicode, not {self.writer!r}")
+                f"writer must be a non-empty string of valid Unicode, not {self.writer!r}"
+            )
         if not isinstance(self.limits, Limits):
             raise ConfigurationError("limits must be a memvault.Limits")
 
@@ -118,8 +121,12 @@ class Options:
         """The time of a read (epoch seconds): what has expired by then is not there."""
         return time.time()
 
-    def encode(self, messages: Sequence[MessageLike], expect_version: int | None,
-               expect_message: str | None = None) -> list[Record]:
+    def encode(
+        self,
+        messages: Sequence[MessageLike],
+        expect_version: int | None,
+        expect_message: str | None = None,
+    ) -> list[Record]:
         """Validate an append's arguments; raises before anything is written."""
         if expect_version is not None:
             check_count("expect_version", expect_version)
@@ -128,17 +135,21 @@ class Options:
         lim = self.limits
         return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
 
-    def check_summary(self, summary: MessageLike, through: object,
-                      expect_version: int | None) -> tuple[Record, str]:
+    def check_summary(
+        self, summary: MessageLike, through: object, expect_version: int | None
+    ) -> tuple[Record, str]:
         """Validate summarize's arguments; raises before anything is written."""
         if expect_version is not None:
             check_count("expect_version", expect_version)
         if not isinstance(through, str) or not through:
-            raise InvalidMessageError(f"through must be a message id (a non-empty string), "
-                                      f"not {through!r}")
+            raise InvalidMessageError(
+                f"through must be a message id (a non-empty string), not {through!r}"
+            )
         if not isinstance(summary, (Message, dict)):
-            raise InvalidMessageError("summarize takes one message (a Message or a mapping of "
-                                      f"its fields), not {type(summary).__name__}")
+            raise InvalidMessageError(
+                "summarize takes one message (a Message or a mapping of "
+                f"its fields), not {type(summary).__name__}"
+            )
         return encode_message(summary, self.limits.max_message_bytes), through
 
     @staticmethod
@@ -172,9 +183,14 @@ class Options:
         return None
 
     @classmethod
-    def version_missing(cls, session_id: str, version: int, state: tuple[int, int] | None,
-                        events: list[Event], info: SessionInfo | None,
-                        ) -> VersionNotFoundError | CorruptRecordError:
+    def version_missing(
+        cls,
+        session_id: str,
+        version: int,
+        state: tuple[int, int] | None,
+        events: list[Event],
+        info: SessionInfo | None,
+    ) -> VersionNotFoundError | CorruptRecordError:
         """Why ``history(at_version=version)`` has nothing to show. ``state``: the
         version's pointers in the log read first (None: not there); ``events`` and
         ``info``: read again after the chain came back empty-handed. A version whose
@@ -183,17 +199,21 @@ class Options:
         the second read was dropped by a concurrent compact."""
         if state is not None and cls.state_at(events, version) == state:
             return CorruptRecordError(
-                session_id, None, f"the head of version {version} (node {state[0]}) is "
-                "missing, though its event is in the log")
+                session_id,
+                None,
+                f"the head of version {version} (node {state[0]}) is "
+                "missing, though its event is in the log",
+            )
         current = info.version if info else 0
         if version > current:
             return VersionNotFoundError(
-                f"session {session_id!r} is at version {current}; version {version} "
-                "does not exist")
+                f"session {session_id!r} is at version {current}; version {version} does not exist"
+            )
         oldest = f"the oldest kept is {events[0].version}" if events else "none is kept"
         return VersionNotFoundError(
             f"session {session_id!r}: version {version} is no longer in the event log "
-            f"(compact(keep_events=...) dropped it; {oldest})")
+            f"(compact(keep_events=...) dropped it; {oldest})"
+        )
 
 
 def split_options(url: str | None, options: dict[str, Any]) -> tuple[Options, dict[str, Any]]:
@@ -221,8 +241,13 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
 
-    def append(self, messages: Sequence[MessageLike], *, expect_version: int | None = None,
-               expect_message: str | None = None) -> int:
+    def append(
+        self,
+        messages: Sequence[MessageLike],
+        *,
+        expect_version: int | None = None,
+        expect_message: str | None = None,
+    ) -> int:
         """Append messages atomically, in order, after the current head.
 
         Args:
@@ -243,13 +268,16 @@ class Session:
             ConflictError: ``expect_version`` did not match, or ``expect_message`` is not
                 stored (checked in that order, after the ids).
         """
-        records = self._store.embedded(self.id, self._opts.encode(messages, expect_version,
-                                                                  expect_message))
-        return self._backend.append(self.id, records, expect_version, expect_message,
-                                    self._opts.write())
+        records = self._store.embedded(
+            self.id, self._opts.encode(messages, expect_version, expect_message)
+        )
+        return self._backend.append(
+            self.id, records, expect_version, expect_message, self._opts.write()
+        )
 
-    def history(self, last: int | None = None, *, full: bool = False,
-                at_version: int | None = None) -> list[Message]:
+    def history(
+        self, last: int | None = None, *, full: bool = False, at_version: int | None = None
+    ) -> list[Message]:
         """The visible messages, oldest first; ``last=N`` reads only the newest N.
 
         Args:
@@ -272,20 +300,23 @@ class Session:
         """
         last = self._opts.check_last(last)
         if at_version is None:
-            return self._opts.decode(self.id, self._backend.history(
-                self.id, *self._opts.read_args(last, full, self._opts.now())))
+            return self._opts.decode(
+                self.id,
+                self._backend.history(self.id, *self._opts.read_args(last, full, self._opts.now())),
+            )
         check_count("at_version", at_version)
         events = self.log()
         state = self._opts.state_at(events, at_version)
-        stored = None if state is None else self._backend.chain(self.id, *state, last,
-                                                                self._opts.now())
+        stored = (
+            None if state is None else self._backend.chain(self.id, *state, last, self._opts.now())
+        )
         if stored is None:
-            raise self._opts.version_missing(self.id, at_version, state, self.log(),
-                                             self.info())
+            raise self._opts.version_missing(self.id, at_version, state, self.log(), self.info())
         return self._opts.decode(self.id, stored)
 
-    def summarize(self, summary: MessageLike, *, through: str,
-                  expect_version: int | None = None) -> int:
+    def summarize(
+        self, summary: MessageLike, *, through: str, expect_version: int | None = None
+    ) -> int:
         """Let ``summary`` stand for the messages from the previous summary (or the
         start) through the message with id ``through``, in one atomic step.
 
@@ -317,9 +348,8 @@ class Session:
             ConflictError: ``expect_version`` did not match.
         """
         record, through = self._opts.check_summary(summary, through, expect_version)
-        record, = self._store.embedded(self.id, [record])
-        return self._backend.summarize(self.id, record, through, expect_version,
-                                       self._opts.write())
+        (record,) = self._store.embedded(self.id, [record])
+        return self._backend.summarize(self.id, record, through, expect_version, self._opts.write())
 
     def info(self) -> SessionInfo | None:
         """The session's version, length and timestamps; None if it does not exist."""
@@ -333,8 +363,9 @@ class Session:
 
     def trim(self, keep_last: int) -> int:
         """Hide all but the newest ``keep_last`` messages; returns the version."""
-        return self._backend.trim(self.id, check_count("keep_last", keep_last), "trim",
-                                  self._opts.write())
+        return self._backend.trim(
+            self.id, check_count("keep_last", keep_last), "trim", self._opts.write()
+        )
 
     def clear(self) -> int:
         """Hide every message (they stay reachable from snapshots); returns the version."""
@@ -363,8 +394,9 @@ class Session:
         Returns:
             The auto-saved snapshot of the replaced state.
         """
-        return self._backend.rollback(self.id, self._opts.check_snapshot_name(name, user=False),
-                                      self._opts.write())
+        return self._backend.rollback(
+            self.id, self._opts.check_snapshot_name(name, user=False), self._opts.write()
+        )
 
     def fork(self, new_id: str, *, at: str | None = None) -> Session:
         """Start session ``new_id`` from this history (or from snapshot ``at``).
@@ -447,8 +479,14 @@ class Store:
         texts = index.texts_of(session_id, records)
         return index.attach(records, texts, index.embedder.embed(texts))
 
-    def recall(self, query: str, terms: list[str], ids: list[str] | None, k: int,
-               include_hidden: bool = False) -> list[Hit]:
+    def recall(
+        self,
+        query: str,
+        terms: list[str],
+        ids: list[str] | None,
+        k: int,
+        include_hidden: bool = False,
+    ) -> list[Hit]:
         """The ``k`` best hits among sessions ``ids`` (None: every live one): from the
         backend's lexical index (or a scan of the full views without one), fused with
         cosine similarity when the store has an embedder."""
@@ -460,13 +498,14 @@ class Store:
             raise no_index(self.backend, vectors is not None)
         ids = self.sessions() if ids is None else ids
         if vectors is None:
-            return rank(terms, [(sid, self.session(sid).history(full=True)) for sid in ids],
-                        k)
+            return rank(terms, [(sid, self.session(sid).history(full=True)) for sid in ids], k)
         read = self.options.read_args(None, True, self.options.now())
         views = [(sid, self.backend.history(sid, *read)) for sid in ids]
-        found = (hits(lexical(ids, terms, depth(k), False, self.options.now()))
-                 if lexical is not None else
-                 rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k)))
+        found = (
+            hits(lexical(ids, terms, depth(k), False, self.options.now()))
+            if lexical is not None
+            else rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k))
+        )
         docs = vectors.docs(views)
         vectors.remember(vector_store(self.backend).get_vectors(vectors.unknown(docs)))
         texts = vectors.to_embed(query, docs)
@@ -481,9 +520,15 @@ class Store:
         cost grows with the store). :meth:`sessions_page` lists them a page at a time."""
         return self.backend.sessions(self.options.now())
 
-    def sessions_page(self, limit: int = 100, *, cursor: str | None = None,
-                      order: str = "id", descending: bool = False,
-                      match: str | None = None) -> SessionPage:
+    def sessions_page(
+        self,
+        limit: int = 100,
+        *,
+        cursor: str | None = None,
+        order: str = "id",
+        descending: bool = False,
+        match: str | None = None,
+    ) -> SessionPage:
         """One page of the live sessions, with their info, and the cursor to the next.
 
         A page costs about the same however many sessions the store holds (SQLite,
@@ -513,15 +558,27 @@ class Store:
         query = check_page(limit, cursor, order, descending, match)
         return page_of(query, self.backend.sessions_page(query, self.options.now()))
 
-    def search(self, query: str, k: int = 10, sessions: Sequence[str] | None = None, *,
-               include_hidden: bool = False) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        sessions: Sequence[str] | None = None,
+        *,
+        include_hidden: bool = False,
+    ) -> list[Hit]:
         """:meth:`Session.search` across ``sessions`` (default: every live one), ranked
         together."""
         terms, k = check_query(query, k)
         ids = None if sessions is None else check_sessions(sessions)
         return self.recall(query, terms, ids, k, include_hidden)
-    def compact(self, keep_events: int | None = None, *, batch: int = COMPACT_BATCH,
-                progress: Progress | None = None) -> CompactStats:
+
+    def compact(
+        self,
+        keep_events: int | None = None,
+        *,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
         """Delete expired sessions, events beyond the newest ``keep_events`` per
         session, and messages no head, snapshot or kept event reaches; then the
         search vectors no stored message or summary uses any more
@@ -558,8 +615,12 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 

@@ -34,8 +34,9 @@ def shown(text: str, *, newlines: bool = False) -> str:
     """``text`` safe for a terminal: control characters as ``\\x1b``, ``\\n``...
     (with ``newlines``, newlines and tabs are kept as they are)."""
     if newlines:
-        return _CONTROL.sub(lambda m: m.group() if m.group() in "\n\t" else _escape(m.group()),
-                            text)
+        return _CONTROL.sub(
+            lambda m: m.group() if m.group() in "\n\t" else _escape(m.group()), text
+        )
     return _CONTROL.sub(lambda m: _escape(m.group()), text)
 
 
@@ -84,8 +85,13 @@ def _page(lines: Iterable[str]) -> bool:
     """Feed ``lines`` to the pager; False if there is none to run."""
     command = shlex.split(os.environ.get("PAGER") or "less")
     try:
-        pager = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, encoding="utf-8",
-                                 env={"LESS": "-FRX", **os.environ})
+        pager = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            env={"LESS": "-FRX", **os.environ},
+        )
     except OSError:
         return False
     assert pager.stdin is not None
@@ -116,9 +122,15 @@ def progress_bar(what: str, *, enabled: bool = True) -> Iterator[Callable[[int, 
         TimeRemainingColumn,
     )
 
-    with Progress(TextColumn(shown(what), markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        TextColumn(shown(what), markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(what, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 

@@ -92,9 +92,12 @@ def export_session(store: Store, session_id: str, *, snapshots: bool = True) -> 
     if s.info() is None:
         return
     shown, summaries = _full_view(store, session_id)
-    history = shown[:len(shown) - len(summaries)]
-    held = [(snap.name, _snapshot_history(store, session_id, snap))
-            for snap in (s.snapshots() if snapshots else []) if not snap.auto]
+    history = shown[: len(shown) - len(summaries)]
+    held = [
+        (snap.name, _snapshot_history(store, session_id, snap))
+        for snap in (s.snapshots() if snapshots else [])
+        if not snap.auto
+    ]
     if not history and not held:
         return  # nothing to carry, and nothing an import could rebuild
     yield _line({"type": "session", "id": session_id, "format": FORMAT})
@@ -212,8 +215,10 @@ def parse(lines: Iterable[str]) -> list[_Block]:
 def _close(blocks: list[_Block], number: int) -> None:
     if blocks and not blocks[-1].complete:
         b = blocks[-1]
-        raise ValueError(f"session {b.session_id!r} (line {b.line}) has no history line: "
-                         "the file is truncated or damaged")
+        raise ValueError(
+            f"session {b.session_id!r} (line {b.line}) has no history line: "
+            "the file is truncated or damaged"
+        )
 
 
 def _plan(store: Store, block: _Block) -> list[tuple[str, Any]]:
@@ -247,8 +252,7 @@ def _batches(store: Store, messages: list[Message]) -> Iterator[list[Message]]:
         yield batch
 
 
-def _writes(store: Store, block: _Block,
-            calls: list[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+def _writes(store: Store, block: _Block, calls: list[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
     """The planned calls as single writes: appends cut to the store's batch limits."""
     for op, arg in calls:
         if op == "append":

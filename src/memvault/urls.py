@@ -52,8 +52,12 @@ def resolve(url: str | None) -> str:
 def schemes() -> dict[str, EntryPoint]:
     """Every scheme a URL may name, memvault's own and the registered ones."""
     table = {ep.name.lower(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    table.update({scheme: EntryPoint(scheme, module, ENTRY_POINT_GROUP)
-                  for scheme, (module, _) in BUILTIN.items()})
+    table.update(
+        {
+            scheme: EntryPoint(scheme, module, ENTRY_POINT_GROUP)
+            for scheme, (module, _) in BUILTIN.items()
+        }
+    )
     return table
 
 
@@ -70,16 +74,19 @@ def backend_module(url: str) -> Any:
         table = schemes()
         if scheme not in table:
             known = ", ".join(f"{s}://" for s in table)
-            raise ConfigurationError(
-                f"unknown store URL {redact(url)!r}: the schemes are {known}")
+            raise ConfigurationError(f"unknown store URL {redact(url)!r}: the schemes are {known}")
         entry, extra = table[scheme], None
     try:
         return entry.load()
     except ImportError as exc:
-        install = f"pip install 'memvault[{extra}]'" if extra else \
-            f"the backend registered as {entry.value!r} cannot be imported"
+        install = (
+            f"pip install 'memvault[{extra}]'"
+            if extra
+            else f"the backend registered as {entry.value!r} cannot be imported"
+        )
         raise ConfigurationError(
-            f"{scheme}:// needs an optional dependency ({exc.name}): {install}") from exc
+            f"{scheme}:// needs an optional dependency ({exc.name}): {install}"
+        ) from exc
 
 
 def open_backend(url: str, options: dict[str, Any], module: Any = None) -> Backend:
@@ -97,5 +104,12 @@ def open_async_backend(url: str, options: dict[str, Any], module: Any = None) ->
     return ThreadedAsyncBackend(module.open_backend(url, **options))
 
 
-__all__ = ["DEFAULT_URL", "backend_module", "open_async_backend", "open_backend", "redact",
-           "resolve", "schemes"]
+__all__ = [
+    "DEFAULT_URL",
+    "backend_module",
+    "open_async_backend",
+    "open_backend",
+    "redact",
+    "resolve",
+    "schemes",
+]

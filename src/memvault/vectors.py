@@ -66,8 +66,15 @@ class VectorStore(Protocol):
     def node_bodies(self, session_id: str, now: float) -> list[str]: ...
 
 
-METHODS = ("vector_space", "set_vector_space", "get_vectors", "put_vectors", "vector_keys",
-           "drop_vectors", "node_bodies")
+METHODS = (
+    "vector_space",
+    "set_vector_space",
+    "get_vectors",
+    "put_vectors",
+    "vector_keys",
+    "drop_vectors",
+    "node_bodies",
+)
 """The methods of :class:`VectorStore`."""
 
 
@@ -80,8 +87,9 @@ def _numpy() -> Any:
     try:
         import numpy
     except ImportError as exc:
-        raise ConfigurationError("semantic search needs numpy: "
-                                 "pip install 'memvault[recall]'") from exc
+        raise ConfigurationError(
+            "semantic search needs numpy: pip install 'memvault[recall]'"
+        ) from exc
     return numpy
 
 
@@ -124,7 +132,8 @@ class Index:
             raise ConfigurationError(
                 f"this store's vectors were made by embedder {stored!r}, not {self.space!r}: "
                 "open it with that embedder, or replace them with "
-                "`memvault reindex --url URL --embedder NEW --replace`")
+                "`memvault reindex --url URL --embedder NEW --replace`"
+            )
         self.checked, self.unclaimed = True, stored is None
 
     def vectors(self, texts: list[str], raw: Any) -> Any:
@@ -135,13 +144,15 @@ class Index:
         try:
             matrix = np.asarray(raw, dtype=np.float32)
         except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"embedder {self.embedder.name!r} returned "
-                                       f"something that is not vectors: {exc}") from exc
+            raise InvalidArgumentError(
+                f"embedder {self.embedder.name!r} returned something that is not vectors: {exc}"
+            ) from exc
         want = (len(texts), self.embedder.dims)
         if matrix.shape != want or not np.isfinite(matrix).all():
             raise InvalidArgumentError(
                 f"embedder {self.embedder.name!r} returned an array of shape {matrix.shape} "
-                f"for {len(texts)} texts, not {want} finite floats")
+                f"for {len(texts)} texts, not {want} finite floats"
+            )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms == 0, 1, norms)
 
@@ -154,12 +165,15 @@ class Index:
         """What is stored for ``texts``, given the embedder's answer ``raw``: each
         text's key and unit vector as little-endian float32 bytes."""
         matrix = self.vectors(texts, raw)
-        return [(text_key(t), row.astype("<f4").tobytes())
-                for t, row in zip(texts, matrix, strict=True)]
+        return [
+            (text_key(t), row.astype("<f4").tobytes()) for t, row in zip(texts, matrix, strict=True)
+        ]
 
     def attach(self, records: Sequence[Record], texts: list[str], raw: Any) -> list[Record]:
-        return [r._replace(vector=entry)
-                for r, entry in zip(records, self.entries(texts, raw), strict=True)]
+        return [
+            r._replace(vector=entry)
+            for r, entry in zip(records, self.entries(texts, raw), strict=True)
+        ]
 
     # Searches: the docs of the full views, the keys to read, then the texts to embed.
     def docs(self, views: Iterable[tuple[str, list[Stored]]]) -> Docs:
@@ -180,7 +194,8 @@ class Index:
                         key = found[i] = keys.get(body)  # the same body earlier in the view
                         if key is None:
                             key = found[i] = keys[body] = text_key(
-                                text_of(decode_message(sid, depth, body)))
+                                text_of(decode_message(sid, depth, body))
+                            )
                             self.held += len(body)
             parts.append((sid, stored, cast(list[str], found)))  # no None left
         return Docs(parts)
@@ -212,8 +227,7 @@ class Index:
             self.table = (keys, table)
         return table
 
-    def rank(self, texts: list[str], raw: Any, docs: Docs, lexical: list[Hit],
-             k: int) -> list[Hit]:
+    def rank(self, texts: list[str], raw: Any, docs: Docs, lexical: list[Hit], k: int) -> list[Hit]:
         """The ``k`` best hits: the semantic list (cosine to the query, positive
         only) fused with the lexical one; only the semantic list's bodies are decoded."""
         np = _numpy()
@@ -293,8 +307,10 @@ def vector_store(backend: Any) -> Any:
     ConfigurationError."""
     if stores_vectors(backend):
         return backend
-    raise ConfigurationError(f"{type(backend).__name__} stores no vectors: semantic search "
-                             "(embedder=) is not supported on this backend")
+    raise ConfigurationError(
+        f"{type(backend).__name__} stores no vectors: semantic search "
+        "(embedder=) is not supported on this backend"
+    )
 
 
 def reclaim(now: float) -> Operation[tuple[Any, ...], int]:
@@ -336,6 +352,22 @@ def request(backend: Any) -> Any:
     return lambda req: getattr(backend, req[0])(*req[1:])
 
 
-__all__ = ["CACHE", "DEPTH", "KEYS", "METHODS", "RRF_C", "Doc", "Docs", "Index", "VectorStore",
-           "body_key", "depth", "fuse", "reclaim", "request", "stores_vectors", "text_key",
-           "vector_store"]
+__all__ = [
+    "CACHE",
+    "DEPTH",
+    "KEYS",
+    "METHODS",
+    "RRF_C",
+    "Doc",
+    "Docs",
+    "Index",
+    "VectorStore",
+    "body_key",
+    "depth",
+    "fuse",
+    "reclaim",
+    "request",
+    "stores_vectors",
+    "text_key",
+    "vector_store",
+]

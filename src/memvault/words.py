@@ -29,8 +29,9 @@ def _text(content: object, name: object, calls: Iterable[tuple[str, str]]) -> st
     if isinstance(content, str):
         parts.append(content)
     elif isinstance(content, list):
-        parts += [text for p in content
-                  if isinstance(p, dict) and isinstance(text := p.get("text"), str)]
+        parts += [
+            text for p in content if isinstance(p, dict) and isinstance(text := p.get("text"), str)
+        ]
     if isinstance(name, str):
         parts.append(name)
     for call_name, arguments in calls:
@@ -40,8 +41,7 @@ def _text(content: object, name: object, calls: Iterable[tuple[str, str]]) -> st
 
 def text_of(message: Message) -> str:
     """The searchable text of a message."""
-    return _text(message.content, message.name,
-                 ((c.name, c.arguments) for c in message.tool_calls))
+    return _text(message.content, message.name, ((c.name, c.arguments) for c in message.tool_calls))
 
 
 def body_text(body: str | bytes) -> str:

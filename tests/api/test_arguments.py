@@ -24,8 +24,7 @@ OUT_OF_RANGE = [-1, 2**63, 99999999999999999999, -(2**63), 1.5, "3", True]
 
 
 @pytest.mark.parametrize("value", OUT_OF_RANGE)
-def test_counts_out_of_range_are_refused_on_every_backend(any_store_url: str,
-                                                          value: Any) -> None:
+def test_counts_out_of_range_are_refused_on_every_backend(any_store_url: str, value: Any) -> None:
     """`last=`, `keep_last=`, `expect_version=`, `keep_events=` out of int64 range (or
     negative, or not an int) raise InvalidArgumentError, a ValueError, and write nothing."""
     with memvault.open(any_store_url) as store:
@@ -35,7 +34,8 @@ def test_counts_out_of_range_are_refused_on_every_backend(any_store_url: str,
             lambda: s.trim(keep_last=value),
             lambda: s.append([Message.user("y")], expect_version=value),
             lambda: store.compact(keep_events=value),
-            lambda: s.history(last=value)]
+            lambda: s.history(last=value),
+        ]
         for call in calls:
             with pytest.raises(InvalidArgumentError) as caught:
                 call()
@@ -59,8 +59,11 @@ def test_async_facade_refuses_the_same_counts(any_store_url: str) -> None:
     async def go() -> None:
         async with memvault.open_async(any_store_url) as store:
             s = store.session("s")
-            for call in (lambda: s.history(last=2**63), lambda: s.trim(keep_last=-1),
-                         lambda: store.compact(keep_events=2**64)):
+            for call in (
+                lambda: s.history(last=2**63),
+                lambda: s.trim(keep_last=-1),
+                lambda: store.compact(keep_events=2**64),
+            ):
                 with pytest.raises(InvalidArgumentError):
                     await call()
             assert await s.info() is None
@@ -68,23 +71,33 @@ def test_async_facade_refuses_the_same_counts(any_store_url: str) -> None:
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("fields", [
-    {"max_batch": -1}, {"max_batch": 0}, {"max_session_id": "x"},
-    {"max_message_bytes": 1.5}, {"max_snapshot_name": True}, {"max_batch": 2**63},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"max_batch": -1},
+        {"max_batch": 0},
+        {"max_session_id": "x"},
+        {"max_message_bytes": 1.5},
+        {"max_snapshot_name": True},
+        {"max_batch": 2**63},
+    ],
+)
 def test_limits_are_validated_when_built(fields: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError) as caught:
         Limits(**fields)
     assert next(iter(fields)) in str(caught.value)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: Message.user(42),  # type: ignore[arg-type]
-    lambda: Message(role="robot", content="x"),  # type: ignore[arg-type]
-    lambda: Message.assistant(None),
-    lambda: Message.model_validate({"role": "user", "content": "x", "extra": 1}),
-    lambda: ToolCall(id=1, name="f"),  # type: ignore[arg-type]
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Message.user(42),  # type: ignore[arg-type]
+        lambda: Message(role="robot", content="x"),  # type: ignore[arg-type]
+        lambda: Message.assistant(None),
+        lambda: Message.model_validate({"role": "user", "content": "x", "extra": 1}),
+        lambda: ToolCall(id=1, name="f"),  # type: ignore[arg-type]
+    ],
+)
 def test_bad_messages_raise_invalid_message_error(make: Callable[[], object]) -> None:
     """Pydantic's details are kept (the field named, the cause chained), on one line."""
     with pytest.raises(InvalidMessageError) as caught:
@@ -101,21 +114,26 @@ def test_bad_role_names_the_field() -> None:
 
 def test_bad_page_arguments_raise_before_any_io() -> None:
     """sessions_page's arguments are checked before the backend is asked anything."""
+
     class NoIo:
         def sessions_page(self, *args: object) -> None:
             raise AssertionError("the backend was asked")
 
     store = memvault.open("memory://")
     store.backend = NoIo()  # type: ignore[assignment]
-    for kwargs in ({"limit": 0}, {"order": "name"}, {"cursor": "junk"}, {"match": 3},
-                   {"descending": 1}):
+    for kwargs in (
+        {"limit": 0},
+        {"order": "name"},
+        {"cursor": "junk"},
+        {"match": 3},
+        {"descending": 1},
+    ):
         with pytest.raises(memvault.InvalidArgumentError):
             store.sessions_page(**kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [3, b"id", "", "x" * 257, "\ud800", ["id"]])
-def test_bad_expect_message_is_refused_on_every_backend(any_store_url: str,
-                                                         value: Any) -> None:
+def test_bad_expect_message_is_refused_on_every_backend(any_store_url: str, value: Any) -> None:
     """`expect_message=` must be a message id (a non-empty string of at most 256
     characters, valid Unicode): anything else raises InvalidArgumentError before any
     I/O, on every backend and face, and writes nothing."""

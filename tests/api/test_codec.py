@@ -17,7 +17,10 @@ from memvault.messages import MAX_NESTING, decode_message, encode_message
 LIMIT = 4 * 1024 * 1024
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | text
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | text
     | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
     max_leaves=12,
@@ -34,8 +37,12 @@ messages = st.builds(
 
 def legacy_body(m: Message) -> str:
     """The envelope exactly as memvault 0.1.0 wrote it."""
-    return json.dumps({"v": 1, "m": m.model_dump(mode="json")}, ensure_ascii=False,
-                      allow_nan=False, separators=(",", ":"))
+    return json.dumps(
+        {"v": 1, "m": m.model_dump(mode="json")},
+        ensure_ascii=False,
+        allow_nan=False,
+        separators=(",", ":"),
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -52,8 +59,9 @@ def test_bodies_written_by_earlier_releases_read_the_same(m: Message) -> None:
 
 def test_tool_calls_and_timestamps_read_back_exactly() -> None:
     call = ToolCall(id="c1", name="search", arguments='{"q": "x",  "n":1.50}')
-    m = Message.assistant(None, tool_calls=[call],
-                          created_at=datetime(2024, 5, 1, 12, 0, 0, 123456))
+    m = Message.assistant(
+        None, tool_calls=[call], created_at=datetime(2024, 5, 1, 12, 0, 0, 123456)
+    )
     back = decode_message("s", 1, encode_message(m, LIMIT).body)
     assert back == m and back.tool_calls[0].arguments == '{"q": "x",  "n":1.50}'
     assert back.created_at.tzinfo is timezone.utc
@@ -77,13 +85,21 @@ for _ in range(MAX_NESTING + 1):
     NESTED = [NESTED]
 
 
-@pytest.mark.parametrize("fields", [
-    {**GOOD, "created_at": "2024-01-01T02:00:00+02:00"},
-    {**GOOD, "created_at": "2024-01-01T00:00:00"},
-    {**GOOD, "content": [{"type": "text", "text": "x"}], "metadata": {"k": [1, {"x": None}]}},
-    {"id": "a", "role": "assistant", "content": None, "tool_calls": [{"id": "c", "name": "f"}],
-     "created_at": "2024-01-01T00:00:00.5Z"},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {**GOOD, "created_at": "2024-01-01T02:00:00+02:00"},
+        {**GOOD, "created_at": "2024-01-01T00:00:00"},
+        {**GOOD, "content": [{"type": "text", "text": "x"}], "metadata": {"k": [1, {"x": None}]}},
+        {
+            "id": "a",
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "name": "f"}],
+            "created_at": "2024-01-01T00:00:00.5Z",
+        },
+    ],
+)
 def test_a_stored_message_reads_as_message_validates_it(fields: dict[str, object]) -> None:
     """Failing: a read that skips a conversion of Message's (times to UTC) or builds
     another object than validation would."""
@@ -93,34 +109,39 @@ def test_a_stored_message_reads_as_message_validates_it(fields: dict[str, object
     assert back.model_fields_set == want.model_fields_set and repr(back) == repr(want)
 
 
-@pytest.mark.parametrize("body", [
-    envelope(v='"1"'),
-    envelope(v="2"),
-    envelope(extra=',"x":0'),
-    '{"v":1}',
-    envelope() + " trailing",
-    envelope({**GOOD, "role": "robot"}),
-    envelope({**GOOD, "metadata": {"a": float("nan")}}),
-    envelope({**GOOD, "metadata": {"a": float("inf")}}),
-    envelope({**GOOD, "extra": 1}),
-    # what Message's own validators check, beyond the field types
-    envelope({**GOOD, "content": None}),
-    envelope({**GOOD, "tool_calls": [{"id": "c", "name": "f"}]}),
-    envelope({**GOOD, "content": [{"x": float("nan")}]}),
-    envelope({**GOOD, "metadata": {"deep": NESTED}}),
-    b'{"v":1,"m":{"id":"a","role":"user","content":"\xff"}}',
-    "",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        envelope(v='"1"'),
+        envelope(v="2"),
+        envelope(extra=',"x":0'),
+        '{"v":1}',
+        envelope() + " trailing",
+        envelope({**GOOD, "role": "robot"}),
+        envelope({**GOOD, "metadata": {"a": float("nan")}}),
+        envelope({**GOOD, "metadata": {"a": float("inf")}}),
+        envelope({**GOOD, "extra": 1}),
+        # what Message's own validators check, beyond the field types
+        envelope({**GOOD, "content": None}),
+        envelope({**GOOD, "tool_calls": [{"id": "c", "name": "f"}]}),
+        envelope({**GOOD, "content": [{"x": float("nan")}]}),
+        envelope({**GOOD, "metadata": {"deep": NESTED}}),
+        b'{"v":1,"m":{"id":"a","role":"user","content":"\xff"}}',
+        "",
+    ],
+)
 def test_anything_else_is_a_corrupt_record(body: str | bytes) -> None:
     with pytest.raises(CorruptRecordError) as err:
         decode_message("victim", 7, body)
     assert err.value.session_id == "victim" and err.value.depth == 7
 
 
-@pytest.mark.parametrize("update", [{"metadata": {"a": float("nan")}},
-                                    {"content": [{"x": float("inf")}]}])
+@pytest.mark.parametrize(
+    "update", [{"metadata": {"a": float("nan")}}, {"content": [{"x": float("inf")}]}]
+)
 def test_a_message_that_skipped_validation_cannot_store_a_non_json_number(
-        update: dict[str, object]) -> None:
+    update: dict[str, object],
+) -> None:
     """model_copy(update=...) skips validation: the NaN must still be refused, not
     stored as null."""
     m = Message.user("x").model_copy(update=update)

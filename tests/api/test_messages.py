@@ -27,15 +27,18 @@ def test_defaults_and_utc() -> None:
     assert naive.created_at == datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("fields", [
-    {"role": "wizard", "content": "x"},
-    {"role": "user", "content": "x", "metadata": {"s": {1}}},
-    {"role": "user", "content": "x", "metadata": {"f": math.inf}},
-    {"role": "user", "content": "x", "metadata": {1: "non-str key"}},
-    {"role": "user", "content": None},
-    {"role": "user", "content": "x", "tool_calls": [ToolCall(id="1", name="f")]},
-    {"role": "user", "content": [{"type": "text", "x": {1, 2}}]},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"role": "wizard", "content": "x"},
+        {"role": "user", "content": "x", "metadata": {"s": {1}}},
+        {"role": "user", "content": "x", "metadata": {"f": math.inf}},
+        {"role": "user", "content": "x", "metadata": {1: "non-str key"}},
+        {"role": "user", "content": None},
+        {"role": "user", "content": "x", "tool_calls": [ToolCall(id="1", name="f")]},
+        {"role": "user", "content": [{"type": "text", "x": {1, 2}}]},
+    ],
+)
 def test_construction_validates(fields: dict[str, object]) -> None:
     """A Message validates on construction: a ValueError says what is wrong."""
     with pytest.raises(ValueError):
@@ -63,9 +66,16 @@ def test_encoding_is_a_versioned_json_envelope() -> None:
 
 
 def test_encoding_refuses_what_json_cannot_carry() -> None:
-    forged = Message.model_construct(id="x", role="user", content="a", name=None, tool_calls=(),
-                                     tool_call_id=None, metadata={"s": {1}},
-                                     created_at=datetime.now(timezone.utc))
+    forged = Message.model_construct(
+        id="x",
+        role="user",
+        content="a",
+        name=None,
+        tool_calls=(),
+        tool_call_id=None,
+        metadata={"s": {1}},
+        created_at=datetime.now(timezone.utc),
+    )
     with pytest.raises(InvalidMessageError):
         encode_message(forged, 10_000)
     with pytest.raises(InvalidMessageError):
@@ -73,9 +83,13 @@ def test_encoding_refuses_what_json_cannot_carry() -> None:
 
 
 def test_constructed_is_model_construct() -> None:
-    fields: dict[str, Any] = {"id": "x", "role": "system", "content": "c",
-                              "metadata": {"k": {"a": [1]}},
-                              "created_at": datetime.now(timezone.utc)}
+    fields: dict[str, Any] = {
+        "id": "x",
+        "role": "system",
+        "content": "c",
+        "metadata": {"k": {"a": [1]}},
+        "created_at": datetime.now(timezone.utc),
+    }
     made, reference = constructed(**fields), Message.model_construct(**fields)
     assert list(made.__dict__.items()) == list(reference.__dict__.items())
     assert made.__pydantic_fields_set__ == reference.__pydantic_fields_set__
@@ -83,24 +97,38 @@ def test_constructed_is_model_construct() -> None:
     assert encode_message(made, 10_000) == encode_message(reference, 10_000)
 
 
-@pytest.mark.parametrize(("metadata", "where"), [
-    ({"a": [1, "x", {"b": math.nan}]}, "metadata['a'][2]['b']: nan is not a JSON number"),
-    ({"a": ["x", None, True, b"y"]}, "metadata['a'][3]: bytes is not a JSON value"),
-    ({"a": {"b": "c", 1: "d"}}, "metadata['a']: key 1 is not a string"),
-    ({"a": {"\udcff": "c"}}, "metadata['a']: key '\\udcff' is not valid Unicode"),
-])
+@pytest.mark.parametrize(
+    ("metadata", "where"),
+    [
+        ({"a": [1, "x", {"b": math.nan}]}, "metadata['a'][2]['b']: nan is not a JSON number"),
+        ({"a": ["x", None, True, b"y"]}, "metadata['a'][3]: bytes is not a JSON value"),
+        ({"a": {"b": "c", 1: "d"}}, "metadata['a']: key 1 is not a string"),
+        ({"a": {"\udcff": "c"}}, "metadata['a']: key '\\udcff' is not valid Unicode"),
+    ],
+)
 def test_what_json_cannot_carry_is_named_where_it_is(metadata: Any, where: str) -> None:
-    forged = constructed(id="x", role="user", content="a", metadata=metadata,
-                         created_at=datetime.now(timezone.utc))
+    forged = constructed(
+        id="x", role="user", content="a", metadata=metadata, created_at=datetime.now(timezone.utc)
+    )
     with pytest.raises(InvalidMessageError, match=re.escape(where)):
         encode_message(forged, 10_000)
 
 
-@pytest.mark.parametrize("body", [
-    "", "null", "[]", '{"v": 1}', '{"v": 2, "m": {}}', '{"v": 1, "m": {"role": "user"}}',
-    '{"v": 1, "m": {"role": "x", "content": "a", "id": "i", "created_at": "2024-01-01T00:00:00Z"}}',
-    b"\x80\x04\x95", '{"v": 1, "m": {}, "extra": 1}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        "null",
+        "[]",
+        '{"v": 1}',
+        '{"v": 2, "m": {}}',
+        '{"v": 1, "m": {"role": "user"}}',
+        '{"v": 1, "m": {"role": "x", "content": "a", "id": "i", '
+        '"created_at": "2024-01-01T00:00:00Z"}}',
+        b"\x80\x04\x95",
+        '{"v": 1, "m": {}, "extra": 1}',
+    ],
+)
 def test_decoding_is_strict(body: str | bytes) -> None:
     with pytest.raises(CorruptRecordError) as err:
         decode_message("sess", 7, body)

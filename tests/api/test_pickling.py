@@ -19,8 +19,11 @@ def test_stores_and_sessions_refuse_pickling_and_say_why(tmp_path: Path, face: s
     url = f"sqlite:///{tmp_path / 'p.db'}"
     store = memvault.open(url) if face == "sync" else memvault.open_async(url)
     for thing in (store, store.session("s")):
-        with pytest.raises(TypeError, match=rf"memvault {type(thing).__name__} cannot be "
-                                            r"pickled .*URL and options"):
+        with pytest.raises(
+            TypeError,
+            match=rf"memvault {type(thing).__name__} cannot be "
+            r"pickled .*URL and options",
+        ):
             pickle.dumps(thing)
     if isinstance(store, memvault.AsyncStore):
         asyncio.run(store.close())

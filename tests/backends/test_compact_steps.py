@@ -32,7 +32,8 @@ def test_a_step_ends_once_its_sessions_held_the_node_budget(url: str) -> None:
         for name, size in sizes.items():
             for start in range(0, size, 1000):
                 store.session(name).append(
-                    [Message.user("x") for _ in range(min(1000, size - start))])
+                    [Message.user("x") for _ in range(min(1000, size - start))]
+                )
         seen: list[int] = []
         store.compact(batch=100, progress=lambda p: seen.append(p.done))
         assert seen == [2, 3, 4]

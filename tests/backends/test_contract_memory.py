@@ -13,9 +13,13 @@ from memvault.testing import CHAIN_DAMAGE, AsyncStoreContract, StoreContract
 
 # memory:// is private to one process and one open: nothing to share or reopen.
 MEMORY = frozenset({"ttl", "corrupt", "vectors"})
-SNAPSHOT_FIELDS = {"snapshot-length": {"length": -7}, "snapshot-head": {"head": 999},
-                   "snapshot-head-below-0": {"head": -1}, "snapshot-base-below-0": {"base": -1},
-                   "snapshot-head-next": {}}
+SNAPSHOT_FIELDS = {
+    "snapshot-length": {"length": -7},
+    "snapshot-head": {"head": 999},
+    "snapshot-head-below-0": {"head": -1},
+    "snapshot-base-below-0": {"base": -1},
+    "snapshot-head-next": {},
+}
 
 
 class MemoryContract:
@@ -47,7 +51,8 @@ class MemoryContract:
             session = self._nodes(store, session_id)
             first = next(iter(session.snapshots.values()))
             session.snapshots[first.name] = dataclasses.replace(
-                first, **SNAPSHOT_FIELDS[kind] or {"head": session.row.next_node})
+                first, **SNAPSHOT_FIELDS[kind] or {"head": session.row.next_node}
+            )
             return
         if kind == "summary":
             session = self._nodes(store, session_id)

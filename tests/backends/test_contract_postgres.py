@@ -35,7 +35,8 @@ class PostgresContract:
         damage(store.options.url, session_id, depth, kind)
 
     def test_compact_refuses_two_children_naming_their_parent_at_two_depths(
-            self, store: Any) -> None:
+        self, store: Any
+    ) -> None:
         """A node whose parent link is damaged to a node at another depth, while a
         sibling stored below it names that parent rightly: compact raises
         CorruptRecordError naming the depth below the sibling and deletes nothing.
@@ -50,14 +51,19 @@ class PostgresContract:
         q = f'"{schema_of(store.options.url)}"'
         sid = f"(SELECT sid FROM {q}.sessions WHERE name = 's'::bytea)"
         with admin() as conn:
-            assert conn.execute(f"UPDATE {q}.nodes SET parent = 1 WHERE sid = {sid}"
-                                " AND node = 4").rowcount == 1
+            assert (
+                conn.execute(
+                    f"UPDATE {q}.nodes SET parent = 1 WHERE sid = {sid} AND node = 4"
+                ).rowcount
+                == 1
+            )
         with pytest.raises(CorruptRecordError) as raised:
             store.compact()  # the pop's event keeps node 3, the rightful child
         assert (raised.value.session_id, raised.value.depth) == ("s", 1)
         with admin() as conn:
-            assert conn.execute(f"SELECT count(*) FROM {q}.nodes WHERE sid = {sid}"
-                                ).fetchone() == (4,)
+            assert conn.execute(f"SELECT count(*) FROM {q}.nodes WHERE sid = {sid}").fetchone() == (
+                4,
+            )
 
     def test_compact_names_the_highest_of_two_breaks(self, store: Any) -> None:
         """Two damaged links, node 4's parent made 0 (no node) and node 2's itself:
@@ -73,14 +79,20 @@ class PostgresContract:
         sid = f"(SELECT sid FROM {q}.sessions WHERE name = 's'::bytea)"
         with admin() as conn:
             for node, parent in ((4, "0"), (2, "node")):
-                assert conn.execute(f"UPDATE {q}.nodes SET parent = {parent}"
-                                    f" WHERE sid = {sid} AND node = {node}").rowcount == 1
+                assert (
+                    conn.execute(
+                        f"UPDATE {q}.nodes SET parent = {parent}"
+                        f" WHERE sid = {sid} AND node = {node}"
+                    ).rowcount
+                    == 1
+                )
         with pytest.raises(CorruptRecordError) as raised:
             store.compact()
         assert (raised.value.session_id, raised.value.depth) == ("s", 3)
         with admin() as conn:
-            assert conn.execute(f"SELECT count(*) FROM {q}.nodes WHERE sid = {sid}"
-                                ).fetchone() == (4,)
+            assert conn.execute(f"SELECT count(*) FROM {q}.nodes WHERE sid = {sid}").fetchone() == (
+                4,
+            )
 
     def test_a_version_whose_logged_base_is_below_zero_is_corrupt(self, store: Any) -> None:
         """history(at_version=N) of a version whose event was damaged to a base below
@@ -92,14 +104,19 @@ class PostgresContract:
         s.append(users(3))
         q = f'"{schema_of(store.options.url)}"'
         with admin() as conn:
-            assert conn.execute(
-                f"UPDATE {q}.events SET base_after = -2 WHERE version = 1 AND sid ="
-                f" (SELECT sid FROM {q}.sessions WHERE name = 's'::bytea)").rowcount == 1
+            assert (
+                conn.execute(
+                    f"UPDATE {q}.events SET base_after = -2 WHERE version = 1 AND sid ="
+                    f" (SELECT sid FROM {q}.sessions WHERE name = 's'::bytea)"
+                ).rowcount
+                == 1
+            )
         with pytest.raises(CorruptRecordError):
             s.history(at_version=1)
 
     def test_search_skips_what_it_read_of_a_session_restarted_since(
-            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self, opener: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """A session that expires and is written afresh between the index's read of
         the new messages and its write of them (another client's write) is not
         indexed from that read: its old message is not found under its node id,
@@ -142,9 +159,13 @@ class PostgresContract:
         s.snapshot("here")
         q = f'"{schema_of(store.options.url)}"'
         with admin() as conn:
-            assert conn.execute(
-                f"UPDATE {q}.snapshots n SET head = s.next_node FROM {q}.sessions s"
-                " WHERE n.sid = s.sid AND s.name = 's'::bytea").rowcount == 1
+            assert (
+                conn.execute(
+                    f"UPDATE {q}.snapshots n SET head = s.next_node FROM {q}.sessions s"
+                    " WHERE n.sid = s.sid AND s.name = 's'::bytea"
+                ).rowcount
+                == 1
+            )
         with pytest.raises(CorruptRecordError, match="'here'"):
             s.snapshots()
         with pytest.raises(CorruptRecordError, match="'here'"):
@@ -161,13 +182,33 @@ class PostgresContract:
         suite (one-word rankings keep their order under them).
         """
         s = store.session("s")
-        s.append([Message.user(text) for text in (
-            "cat dog", "cat", "cat bird fish", "dog fish", "cat cat emu", "fish fish fish")])
+        s.append(
+            [
+                Message.user(text)
+                for text in (
+                    "cat dog",
+                    "cat",
+                    "cat bird fish",
+                    "dog fish",
+                    "cat cat emu",
+                    "fish fish fish",
+                )
+            ]
+        )
         s.pop()  # hidden, still indexed: it counts in N, n and the mean length
         store.session("t").append([Message.user("cat owl owl owl")])
-        bodies = [words(text) for text in (
-            "cat dog", "cat", "cat bird fish", "dog fish", "cat cat emu", "fish fish fish",
-            "cat owl owl owl")]
+        bodies = [
+            words(text)
+            for text in (
+                "cat dog",
+                "cat",
+                "cat bird fish",
+                "dog fish",
+                "cat cat emu",
+                "fish fish fish",
+                "cat owl owl owl",
+            )
+        ]
         mean = sum(map(len, bodies)) / len(bodies)
 
         def bm25(body: list[str], query: list[str]) -> float:

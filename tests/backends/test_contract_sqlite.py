@@ -21,7 +21,9 @@ class SqliteContract:
         with sqlite3.connect(path) as db:
             changed = db.execute(
                 "UPDATE nodes SET body = ? WHERE depth = ? AND sid ="
-                " (SELECT sid FROM sessions WHERE name = ?)", (body, depth, session_id)).rowcount
+                " (SELECT sid FROM sessions WHERE name = ?)",
+                (body, depth, session_id),
+            ).rowcount
         assert changed == 1
 
     def damage(self, store: Any, session_id: str, depth: int, kind: str) -> None:
@@ -38,14 +40,14 @@ DAMAGE = {
     "missing": f"DELETE FROM nodes WHERE sid = {_SID} AND depth = :depth",
     "self-parent": f"UPDATE nodes SET parent = node WHERE sid = {_SID} AND depth = :depth",
     "summary": f"DELETE FROM nodes WHERE sid = {_SID} AND node ="
-               f" (SELECT max(node) FROM nodes WHERE sid = {_SID} AND depth = :depth)",
+    f" (SELECT max(node) FROM nodes WHERE sid = {_SID} AND depth = :depth)",
     "event": f"UPDATE events SET detail = 'not json {{' WHERE sid = {_SID} AND id ="
-             f" (SELECT max(id) FROM events WHERE sid = {_SID})",
+    f" (SELECT max(id) FROM events WHERE sid = {_SID})",
     "snapshot": f"UPDATE snapshots SET created_at = 1e300 WHERE rowid = {_FIRST}",
     "snapshot-length": f"UPDATE snapshots SET length = -7 WHERE rowid = {_FIRST}",
     "snapshot-head": f"UPDATE snapshots SET head = 999 WHERE rowid = {_FIRST}",
     "snapshot-head-next": f"UPDATE snapshots SET head = (SELECT next_node FROM sessions s"
-                          f" WHERE s.sid = snapshots.sid) WHERE rowid = {_FIRST}",
+    f" WHERE s.sid = snapshots.sid) WHERE rowid = {_FIRST}",
     "snapshot-head-below-0": f"UPDATE snapshots SET head = -1 WHERE rowid = {_FIRST}",
     "snapshot-base-below-0": f"UPDATE snapshots SET base = -1 WHERE rowid = {_FIRST}",
 }

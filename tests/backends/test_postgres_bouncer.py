@@ -64,19 +64,17 @@ def _turn(n: int, i: int) -> list[Message]:
 def _shared_server_connections(bouncer: PgBouncer) -> None:
     """The clients really shared PgBouncer's two server connections."""
     assert len(bouncer.show("SERVERS")) <= 2
-    assert len([c for c in bouncer.show("CLIENTS") if c["database"] == bouncer.dbname]) \
-        >= CLIENTS
+    assert len([c for c in bouncer.show("CLIENTS") if c["database"] == bouncer.dbname]) >= CLIENTS
 
 
-def test_every_operation_from_threads_through_pgbouncer(bouncer: PgBouncer,
-                                                         schema: str) -> None:
+def test_every_operation_from_threads_through_pgbouncer(bouncer: PgBouncer, schema: str) -> None:
     """CLIENTS threads on a pool of CLIENTS connections, ROUNDS rounds of every kind of
     call, each result checked (a statement run in another's place shows). Failing
     before prepared_statements=False: "prepared statement "_pg3_0" does not exist" /
     "already exists", "bind message supplies 5 parameters, but prepared statement
     "_pg3_3" requires 7", snapshot running rollback ("snapshot not found")."""
-    with memvault.open(_unprepared(bouncer, schema), min_size=CLIENTS,
-                       max_size=CLIENTS) as store:
+    with memvault.open(_unprepared(bouncer, schema), min_size=CLIENTS, max_size=CLIENTS) as store:
+
         def client(n: int) -> None:
             s = store.session(f"thread {n}")
             for i in range(ROUNDS):
@@ -88,7 +86,8 @@ def test_every_operation_from_threads_through_pgbouncer(bouncer: PgBouncer,
                 info = s.info()
                 assert info is not None and (info.version, info.length) == (3 * i + 3, 2 * i + 2)
                 assert [h.message.content for h in s.search(f"kiwi{i}", k=1)] == [
-                    f"client {n} asks kiwi{i}"]
+                    f"client {n} asks kiwi{i}"
+                ]
                 assert len(s.snapshots()) == 2 * i + 2
                 assert s.log()[-1].op == "rollback"
                 [listed] = store.sessions_page(1, match=f"thread {n}").sessions
@@ -101,18 +100,21 @@ def test_every_operation_from_threads_through_pgbouncer(bouncer: PgBouncer,
         store.compact()
 
 
-def test_every_operation_from_asyncio_through_pgbouncer(bouncer: PgBouncer,
-                                                         schema: str) -> None:
+def test_every_operation_from_asyncio_through_pgbouncer(bouncer: PgBouncer, schema: str) -> None:
     """The async face, its pool as large as the number of tasks: as above."""
+
     async def main() -> None:
-        async with memvault.open_async(_unprepared(bouncer, schema), min_size=CLIENTS,
-                                       max_size=CLIENTS) as store:
+        async with memvault.open_async(
+            _unprepared(bouncer, schema), min_size=CLIENTS, max_size=CLIENTS
+        ) as store:
+
             async def client(n: int) -> None:
                 s = store.session(f"task {n}")
                 for i in range(ROUNDS):
                     assert await s.append(_turn(n, i)) == 3 * i + 1
                     assert [m.content for m in await s.history(last=2)] == [
-                        m.content for m in _turn(n, i)]
+                        m.content for m in _turn(n, i)
+                    ]
                     assert (await s.snapshot(f"s{i}")).length == 2 * i + 2
                     await s.append([Message.user("dropped")])
                     await s.rollback(f"s{i}")
@@ -151,8 +153,10 @@ def test_migrations_through_pgbouncer(bouncer: PgBouncer, schema: str) -> None:
     with memvault.open(url, migrate=False) as store:
         assert len(store.sessions()) == CLIENTS
     with psycopg.connect(bouncer.url) as conn:  # each migration recorded exactly once
-        rows = conn.execute(f'SELECT version, count(*) FROM "{schema}".migrations'
-                            " GROUP BY version HAVING count(*) > 1").fetchall()
+        rows = conn.execute(
+            f'SELECT version, count(*) FROM "{schema}".migrations'
+            " GROUP BY version HAVING count(*) > 1"
+        ).fetchall()
     assert rows == []
 
 
@@ -186,8 +190,7 @@ def pinned(request: pytest.FixtureRequest) -> Iterator[tuple[PgBouncer, _Pinned]
             pins.close()
 
 
-def _prepare_info_then_lose_it(store: Any, pins: _Pinned,
-                               meanwhile: Callable[[], None]) -> Any:
+def _prepare_info_then_lose_it(store: Any, pins: _Pinned, meanwhile: Callable[[], None]) -> Any:
     """Store a message in session "victim", run its info() six times (psycopg prepares
     it) on server connection B, then once more on A, after ``meanwhile`` ran there;
     return that last result."""
@@ -206,7 +209,8 @@ def _prepare_info_then_lose_it(store: Any, pins: _Pinned,
 
 
 def test_a_read_never_runs_another_clients_statement(
-        pinned: tuple[PgBouncer, _Pinned], schema: str) -> None:
+    pinned: tuple[PgBouncer, _Pinned], schema: str
+) -> None:
     """Another client prepared `delete` under the name psycopg gave our `info`
     ("_pg3_0": both numbered from 0 per client connection) on the server connection
     our next `info` lands on. Failing before prepared_statements=False: that info ran
@@ -217,8 +221,11 @@ def test_a_read_never_runs_another_clients_statement(
         other = psycopg.connect(bouncer.url, autocommit=True)
 
         def prepare_delete() -> None:
-            other.execute(f'SELECT * FROM "{schema}".delete(%b::bytea, %b::float8)',
-                          (b"nobody", time.time()), prepare=True)
+            other.execute(
+                f'SELECT * FROM "{schema}".delete(%b::bytea, %b::float8)',
+                (b"nobody", time.time()),
+                prepare=True,
+            )
 
         try:
             info = _prepare_info_then_lose_it(store, pins, prepare_delete)
@@ -229,14 +236,18 @@ def test_a_read_never_runs_another_clients_statement(
 
 
 def test_a_statement_prepared_elsewhere_names_the_option(
-        pinned: tuple[PgBouncer, _Pinned], schema: str) -> None:
+    pinned: tuple[PgBouncer, _Pinned], schema: str
+) -> None:
     """With prepared statements (the default), the error of a statement prepared on
     another server connection says what to do about it."""
     bouncer, pins = pinned
     with memvault.open(bouncer.store_url(schema), max_size=1) as store:
-        with pytest.raises(BackendError, match=r'"_pg3_0" does not exist \(behind PgBouncer '
-                           r"in transaction mode\? open the store with "
-                           r"prepared_statements=False\)"):
+        with pytest.raises(
+            BackendError,
+            match=r'"_pg3_0" does not exist \(behind PgBouncer '
+            r"in transaction mode\? open the store with "
+            r"prepared_statements=False\)",
+        ):
             _prepare_info_then_lose_it(store, pins, lambda: None)
 
 
@@ -251,13 +262,17 @@ def test_prepared_statements_from_the_url_or_a_keyword() -> None:
     assert settings("postgresql://u@db/x?prepared_statements=no").prepared_statements is False
 
 
-@pytest.mark.parametrize(("url", "options", "error"), [
-    ("?prepared_statements=maybe", {}, "bad value 'maybe' for prepared_statements"),
-    ("", {"prepared_statements": "false"}, "prepared_statements must be True or False"),
-    ("", {"prepared_statements": None}, "prepared_statements must be True or False"),
-])
+@pytest.mark.parametrize(
+    ("url", "options", "error"),
+    [
+        ("?prepared_statements=maybe", {}, "bad value 'maybe' for prepared_statements"),
+        ("", {"prepared_statements": "false"}, "prepared_statements must be True or False"),
+        ("", {"prepared_statements": None}, "prepared_statements must be True or False"),
+    ],
+)
 def test_bad_prepared_statements_values_are_refused_before_connecting(
-        url: str, options: dict[str, Any], error: str) -> None:
+    url: str, options: dict[str, Any], error: str
+) -> None:
     for face in (memvault.open, memvault.open_async):
         with pytest.raises(ConfigurationError, match=error):
             face(f"postgresql://u@127.0.0.1:1/x{url}", **options)
@@ -278,16 +293,30 @@ class BouncerContract(PostgresContract):
     """
 
     @pytest.fixture
-    def store_url(self, request: pytest.FixtureRequest, tmp_path: Path,
-                  bouncer: PgBouncer) -> str:
+    def store_url(self, request: pytest.FixtureRequest, tmp_path: Path, bouncer: PgBouncer) -> str:
         return _unprepared(bouncer, new_schema(request))
 
 
-class TestBouncer(BouncerContract, BasicsContract, WritesContract, SnapshotsContract,
-                  ConcurrencyContract, FaultsContract, DurabilityContract, ModelContract):
+class TestBouncer(
+    BouncerContract,
+    BasicsContract,
+    WritesContract,
+    SnapshotsContract,
+    ConcurrencyContract,
+    FaultsContract,
+    DurabilityContract,
+    ModelContract,
+):
     face = "sync"
 
 
-class TestBouncerAsync(BouncerContract, BasicsContract, WritesContract, SnapshotsContract,
-                       ConcurrencyContract, CancellationContract, ModelContract):
+class TestBouncerAsync(
+    BouncerContract,
+    BasicsContract,
+    WritesContract,
+    SnapshotsContract,
+    ConcurrencyContract,
+    CancellationContract,
+    ModelContract,
+):
     face = "async"

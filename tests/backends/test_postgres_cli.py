@@ -44,8 +44,7 @@ def test_newer_schema_exits_1_with_one_line(schema: str) -> None:
     runner = CliRunner()
     assert runner.invoke(_app(), ["migrate", "--url", url_for(schema)]).exit_code == 0
     with admin() as conn:
-        conn.execute(f"INSERT INTO \"{schema}\".migrations VALUES (%s, 'future')",
-                     (latest() + 1,))
+        conn.execute(f"INSERT INTO \"{schema}\".migrations VALUES (%s, 'future')", (latest() + 1,))
     result = runner.invoke(_app(), ["migrate", "--url", url_for(schema)])
     assert result.exit_code == 1
     assert "ConfigurationError" in result.output and "newer" in result.output

@@ -100,8 +100,9 @@ def test_timeouts_roll_back_and_say_nothing_was_applied(
     with memvault.open(url) as store:
         with pytest.raises(BackendUnavailableError, match="rolled back") as err:
             store.session("s").append([Message.user("late", id="m1")])
-        assert isinstance(err.value.__cause__, psycopg.errors.QueryCanceled
-                          | psycopg.errors.LockNotAvailable)
+        assert isinstance(
+            err.value.__cause__, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable
+        )
     locked_session("ROLLBACK")
     assert _history_ids(schema) == ["m0"]
 
@@ -112,7 +113,9 @@ def _terminate_when_waiting(app: str) -> None:
         for _ in range(600):
             row = conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = %s AND wait_event_type = 'Lock'", (app,)).fetchone()
+                " WHERE application_name = %s AND wait_event_type = 'Lock'",
+                (app,),
+            ).fetchone()
             if row is not None:
                 assert row[0] is True
                 return
@@ -120,8 +123,12 @@ def _terminate_when_waiting(app: str) -> None:
     raise AssertionError(f"no backend of {app} ever waited on a lock")
 
 
-def _terminated(schema: str, lock: str, locked_session: Callable[[str], None],
-                operation: Callable[[Any], object]) -> BaseException:
+def _terminated(
+    schema: str,
+    lock: str,
+    locked_session: Callable[[str], None],
+    operation: Callable[[Any], object],
+) -> BaseException:
     app = f"mvkill_{uuid.uuid4().hex[:8]}"
     locked_session(lock)
     with memvault.open(url_for(schema, application_name=app)) as store:
@@ -143,8 +150,12 @@ def test_connection_killed_mid_write_is_outcome_unknown_and_retry_is_safe(
     """pg_terminate_backend while an append waits: OutcomeUnknownError; retrying the
     same messages leaves them stored exactly once."""
     turn = [Message.user("q", id="m1"), Message.assistant("a", id="m2")]
-    error = _terminated(schema, "SELECT 1 FROM @.sessions FOR UPDATE", locked_session,
-                        lambda store: store.session("s").append(turn))
+    error = _terminated(
+        schema,
+        "SELECT 1 FROM @.sessions FOR UPDATE",
+        locked_session,
+        lambda store: store.session("s").append(turn),
+    )
     assert isinstance(error, OutcomeUnknownError)
     assert isinstance(error.__cause__, psycopg.OperationalError)
     with memvault.open(url_for(schema)) as store:
@@ -158,8 +169,12 @@ def test_connection_killed_mid_read_is_unavailable(
     schema: str, locked_session: Callable[[str], None]
 ) -> None:
     """A read has no outcome to lose: BackendUnavailableError."""
-    error = _terminated(schema, "LOCK TABLE @.nodes IN ACCESS EXCLUSIVE MODE", locked_session,
-                        lambda store: store.session("s").history())
+    error = _terminated(
+        schema,
+        "LOCK TABLE @.nodes IN ACCESS EXCLUSIVE MODE",
+        locked_session,
+        lambda store: store.session("s").history(),
+    )
     assert type(error) is BackendUnavailableError
     assert isinstance(error.__cause__, psycopg.OperationalError)
 
@@ -193,8 +208,9 @@ def _domain_errors(url: str) -> list[tuple[type[BaseException], str]]:
             lambda: s.fork("new", at="missing"),
         ]
         for attempt in attempts:
-            with pytest.raises((ConflictError, DuplicateMessageError, SnapshotExistsError,
-                                SnapshotNotFoundError)) as err:
+            with pytest.raises(
+                (ConflictError, DuplicateMessageError, SnapshotExistsError, SnapshotNotFoundError)
+            ) as err:
                 attempt()
             out.append((type(err.value), str(err.value)))
     return out

@@ -45,8 +45,11 @@ class Driver:
         fresh = []
         for _ in range(self.rnd.randint(1, 3)):
             self.count += 1
-            fresh.append(encode_message(Message.user(f"m{self.count} \x00",
-                                                     id=f"id{self.count}\x00"), 1 << 20))
+            fresh.append(
+                encode_message(
+                    Message.user(f"m{self.count} \x00", id=f"id{self.count}\x00"), 1 << 20
+                )
+            )
         if self.sent and roll < 0.35:
             fresh.append(self.rnd.choice(self.sent[-1]))  # mixed: refused if that was stored
         self.sent.append(fresh)
@@ -60,9 +63,24 @@ class Driver:
         """One operation and its arguments (the reference decides auto names)."""
         r, sid = self.rnd, self.rnd.choice(SESSIONS[:3])
         op = r.choices(
-            ["append", "history", "info", "pop", "trim", "clear", "snapshot", "snapshots",
-             "rollback", "fork", "log", "delete", "sessions", "compact"],
-            weights=[30, 8, 4, 6, 4, 2, 6, 3, 6, 6, 3, 3, 2, 2])[0]
+            [
+                "append",
+                "history",
+                "info",
+                "pop",
+                "trim",
+                "clear",
+                "snapshot",
+                "snapshots",
+                "rollback",
+                "fork",
+                "log",
+                "delete",
+                "sessions",
+                "compact",
+            ],
+            weights=[30, 8, 4, 6, 4, 2, 6, 3, 6, 6, 3, 3, 2, 2],
+        )[0]
         if op == "append":
             expect = r.choice([None, None, None, r.randint(0, 8)])
             known = [rec.id for batch in self.sent[-3:] for rec in batch]
@@ -115,6 +133,8 @@ def test_random_operations_match_the_engine(postgres: PostgresBackend, seed: int
         assert _outcome(postgres, op, args) == expected, f"step {i}: {op}{args!r}"
         for sid in SESSIONS:  # the whole visible state agrees after every step
             reads = [("history", (sid, None, driver.now))] + [
-                (f, (sid, driver.now)) for f in ("info", "snapshots", "log")]
-            assert [_outcome(postgres, f, a) for f, a in reads] == \
-                [_outcome(reference, f, a) for f, a in reads], f"after step {i}: {op}"
+                (f, (sid, driver.now)) for f in ("info", "snapshots", "log")
+            ]
+            assert [_outcome(postgres, f, a) for f, a in reads] == [
+                _outcome(reference, f, a) for f, a in reads
+            ], f"after step {i}: {op}"

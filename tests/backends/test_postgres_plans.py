@@ -42,9 +42,12 @@ def explained() -> Iterator[tuple[psycopg.Connection[tuple[object, ...]], list[s
     plans: list[str] = []
     with admin() as conn:
         conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-        for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
-                        "SET auto_explain.log_nested_statements = on",
-                        "SET client_min_messages = log"):
+        for setting in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_nested_statements = on",
+            "SET client_min_messages = log",
+        ):
             conn.execute(setting)
         yield conn, plans
 
@@ -94,17 +97,20 @@ def _churn(url: str, schema: str) -> None:
         conn.execute(
             f'INSERT INTO "{schema}".nodes (sid, node, parent, depth, msg_id, body)'
             " SELECT -g / 1000, g, g - 1, g, int8send(g), repeat('z', 200)"
-            " FROM generate_series(1, 50000) g")
+            " FROM generate_series(1, 50000) g"
+        )
         conn.execute(
             f'INSERT INTO "{schema}".events (sid, version, op, writer, at, head_before,'
             " base_before, head_after, base_after, detail) SELECT -g / 1000, g, 'append', '',"
-            " 0, 0, 0, 0, 0, '{}' FROM generate_series(1, 50000) g")
+            " 0, 0, 0, 0, 0, '{}' FROM generate_series(1, 50000) g"
+        )
         for table in ("nodes", "events"):
             conn.execute(f'DELETE FROM "{schema}".{table} WHERE sid < 0')
     with admin() as conn:  # "empty", as a table analyzed before it was filled claims
-        conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = ANY"
-                     " (%s::regclass[])", ([f'"{schema}".{t}' for t in
-                                            ("nodes", "events", "sessions")],))
+        conn.execute(
+            "UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = ANY (%s::regclass[])",
+            ([f'"{schema}".{t}' for t in ("nodes", "events", "sessions")],),
+        )
 
 
 def _run(conn: psycopg.Connection[tuple[object, ...]], calls: list[Call[Any]]) -> None:
@@ -113,7 +119,8 @@ def _run(conn: psycopg.Connection[tuple[object, ...]], calls: list[Call[Any]]) -
 
 
 def test_hot_paths_never_scan_nodes_or_events(
-        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]
+) -> None:
     """Failing: a statement of a hot path that the planner may turn into a sequential
     scan of nodes or events when its statistics are stale (a recursive walk joined
     back to nodes, a lookup by something no index leads with)."""
@@ -137,7 +144,8 @@ def test_hot_paths_never_scan_nodes_or_events(
 
 
 def test_session_pages_walk_an_index_whatever_the_statistics(
-        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]
+) -> None:
     """Every order, both ways, first page and later ones: an ordered index scan of the
     order's index, never a scan and sort of the sessions table (O(sessions) per page),
     even when the statistics claim the table is empty. Failing: sessions_page orders
@@ -148,8 +156,10 @@ def test_session_pages_walk_an_index_whatever_the_statistics(
             store.session(f"s{i:03}").append([Message.user("m")])
     with admin() as other:
         other.execute(f'ANALYZE "{schema}".sessions')
-        other.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass",
-                      (f'"{schema}".sessions',))
+        other.execute(
+            "UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass",
+            (f'"{schema}".sessions',),
+        )
     calls, now = Calls(schema), time.time()
     plans.clear()
     for order in ORDERS:
@@ -159,14 +169,19 @@ def test_session_pages_walk_an_index_whatever_the_statistics(
                 _run(conn, [calls.sessions_page(query, now)])
     pages = [p for p in plans if "Query Text: SELECT s.name" in p]
     assert len(pages) == 20, plans
-    bad = [p for p in pages if "Seq Scan" in p or "Sort" in p or ("sessions_by_" not in p
-           and "sessions_name_key" not in p)]
-    assert not bad, f"{len(bad)} of {len(pages)} plans do not walk an index:\n\n" + \
-        "\n\n".join(bad)
+    bad = [
+        p
+        for p in pages
+        if "Seq Scan" in p
+        or "Sort" in p
+        or ("sessions_by_" not in p and "sessions_name_key" not in p)
+    ]
+    assert not bad, f"{len(bad)} of {len(pages)} plans do not walk an index:\n\n" + "\n\n".join(bad)
 
 
 def test_compact_steps_read_each_session_through_an_index_without_jit(
-        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]
+) -> None:
     """compact_step reads one session at a time: through an index, and never through
     a JIT-compiled plan (JIT made to apply to every plan here). Failing: the
     planner's estimate for _garbage's recursive walk ran past jit_above_cost, and
@@ -191,8 +206,9 @@ def test_compact_steps_read_each_session_through_an_index_without_jit(
     assert any(".nodes" in p for p in inside), "auto_explain reported no plan inside"
     assert not [p for p in inside if SCAN.search(p)]
     jitted = [p for p in inside if "JIT:" in p]
-    assert not jitted, f"{len(jitted)} of {len(inside)} plans were JIT-compiled:\n\n" + \
-        "\n\n".join(jitted[:2])
+    assert not jitted, f"{len(jitted)} of {len(inside)} plans were JIT-compiled:\n\n" + "\n\n".join(
+        jitted[:2]
+    )
 
 
 def drive_steps(calls: Calls) -> Iterator[Call[Any]]:
@@ -205,7 +221,8 @@ def drive_steps(calls: Calls) -> Iterator[Call[Any]]:
 
 
 def test_search_never_runs_a_jit_compiled_plan(
-        schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]) -> None:
+    schema: str, explained: tuple[psycopg.Connection[tuple[object, ...]], list[str]]
+) -> None:
     """search_pending, search_index and search (JIT made to apply to every plan here):
     no statement inside them is JIT-compiled. Failing: their estimates passed
     jit_above_cost and every call compiled for 1.1-1.8 s (load average 17) of
@@ -226,5 +243,6 @@ def test_search_never_runs_a_jit_compiled_plan(
     inside = [p for p in plans if not re.search(r"Query Text: SELECT \* FROM \S+\.search", p)]
     assert any(".search_postings" in p for p in inside), "auto_explain reported no plan inside"
     jitted = [p for p in inside if "JIT:" in p]
-    assert not jitted, f"{len(jitted)} of {len(inside)} plans were JIT-compiled:\n\n" + \
-        "\n\n".join(jitted[:2])
+    assert not jitted, f"{len(jitted)} of {len(inside)} plans were JIT-compiled:\n\n" + "\n\n".join(
+        jitted[:2]
+    )

@@ -27,8 +27,9 @@ def schema(request: pytest.FixtureRequest) -> str:
     return new_schema(request)
 
 
-def _append_after_barrier(opener: Opener, writer: str, turns: int, barrier: Any,
-                          results: Any) -> None:
+def _append_after_barrier(
+    opener: Opener, writer: str, turns: int, barrier: Any, results: Any
+) -> None:
     store = opener(writer=writer)
     try:
         s = store.session("shared")  # nobody has created it yet: all race to
@@ -63,9 +64,7 @@ def _run_all(target: Callable[..., None], args: list[tuple[Any, ...]]) -> list[A
 
 @pytest.mark.slow
 @pytest.mark.parametrize("face", ["sync", "async"])
-def test_eight_processes_appending_to_one_new_session_lose_nothing(
-    schema: str, face: str
-) -> None:
+def test_eight_processes_appending_to_one_new_session_lose_nothing(schema: str, face: str) -> None:
     """8 processes start together on a session none has created, 40 two-message
     turns each: every turn once, whole, in each writer's order; versions 1..320,
     each returned to exactly one append."""
@@ -92,7 +91,8 @@ def test_processes_migrating_at_once_apply_each_migration_once(schema: str) -> N
     assert sorted(befores) == [0, latest(), latest(), latest()], befores
     with admin() as conn:
         recorded = conn.execute(
-            f'SELECT version FROM "{schema}".migrations ORDER BY version').fetchall()
+            f'SELECT version FROM "{schema}".migrations ORDER BY version'
+        ).fetchall()
     assert recorded == [(m.version,) for m in migrations()]
 
 
@@ -106,8 +106,9 @@ def test_writers_creating_one_session_at_once_see_each_other(schema: str) -> Non
         def create(i: int) -> None:
             barrier.wait()
             try:
-                outcomes.append(store.session("new").append([Message.user(f"m{i}")],
-                                                            expect_version=0))
+                outcomes.append(
+                    store.session("new").append([Message.user(f"m{i}")], expect_version=0)
+                )
             except ConflictError as exc:
                 outcomes.append(type(exc))
 

@@ -42,8 +42,11 @@ def stores(schema: str) -> Iterator[list[Any]]:
 def _waiting(schema: str) -> int:
     """How many of the store's calls wait for a lock now."""
     with admin() as conn:
-        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type ="
-                           " 'Lock' AND position(%s in query) > 0", (f'"{schema}".',)).fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type ="
+            " 'Lock' AND position(%s in query) > 0",
+            (f'"{schema}".',),
+        ).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -85,8 +88,9 @@ def held(schema: str, statement: str) -> Iterator[None]:
         yield
 
 
-def race(schema: str, lock: str, first: Callable[[], Any],
-         second: Callable[[], Any]) -> tuple[Any, Any]:
+def race(
+    schema: str, lock: str, first: Callable[[], Any], second: Callable[[], Any]
+) -> tuple[Any, Any]:
     """``first`` held inside its transaction by ``lock``, then ``second`` started;
     ``lock`` is let go once ``second`` waits too or is done. Both outcomes."""
     with held(schema, lock):
@@ -95,8 +99,10 @@ def race(schema: str, lock: str, first: Callable[[], Any],
         _until(lambda: _waiting(schema) == 1, "the first call waits for the lock")
         two = Racer(second)
         two.start()
-        _until(lambda: not two.is_alive() or _waiting(schema) == 2,
-               "the second call waits too, or is done")
+        _until(
+            lambda: not two.is_alive() or _waiting(schema) == 2,
+            "the second call waits too, or is done",
+        )
     return one.outcome(), two.outcome()
 
 
@@ -126,14 +132,17 @@ def test_two_appends_at_once_both_land(schema: str, stores: list[Any]) -> None:
     """
     mine, a, b = stores
     mine.session("s").append([Message.user("m0")])
-    versions = race(schema, EVENTS, lambda: a.session("s").append([Message.user("x")]),
-                    lambda: b.session("s").append([Message.user("y")]))
+    versions = race(
+        schema,
+        EVENTS,
+        lambda: a.session("s").append([Message.user("x")]),
+        lambda: b.session("s").append([Message.user("y")]),
+    )
     assert versions == (2, 3)
     assert [m.content for m in mine.session("s").history()] == ["m0", "x", "y"]
 
 
-def test_compact_keeps_what_is_appended_while_it_runs(schema: str,
-                                                      stores: list[Any]) -> None:
+def test_compact_keeps_what_is_appended_while_it_runs(schema: str, stores: list[Any]) -> None:
     """An append to a session that compact is about to take, committed while compact
     waits on an earlier session, is kept: compact takes each session's row as it
     is, locked, not as it was when compact began. Failing: compact_step read the
@@ -143,10 +152,16 @@ def test_compact_keeps_what_is_appended_while_it_runs(schema: str,
     mine, a, b = stores
     mine.session("a").append([Message.user("a0")])  # compact's first session
     mine.session("s").append([Message.user("m0"), Message.user("m1")])
-    lock = ("SELECT 1 FROM @schema@.events WHERE sid = (SELECT sid FROM"
-            " @schema@.sessions WHERE name = 'a'::bytea) FOR UPDATE")
-    race(schema, lock, lambda: a.compact(keep_events=0),
-         lambda: b.session("s").append([Message.user("new")]))
+    lock = (
+        "SELECT 1 FROM @schema@.events WHERE sid = (SELECT sid FROM"
+        " @schema@.sessions WHERE name = 'a'::bytea) FOR UPDATE"
+    )
+    race(
+        schema,
+        lock,
+        lambda: a.compact(keep_events=0),
+        lambda: b.session("s").append([Message.user("new")]),
+    )
     try:
         history = [m.content for m in mine.session("s").history()]
     except CorruptRecordError as exc:  # the new head deleted

@@ -25,10 +25,12 @@ def server() -> Iterator[PrivateServer]:
 
 
 @pytest.mark.parametrize("face", ["sync", "async"])
-def test_one_failed_call_after_a_restart_then_it_works(server: PrivateServer,
-                                                       face: str) -> None:
-    store = Opener(f"{server.url}?schema=restart_{face}", face,  # type: ignore[arg-type]
-                   {"min_size": 4, "max_size": 4})()
+def test_one_failed_call_after_a_restart_then_it_works(server: PrivateServer, face: str) -> None:
+    store = Opener(
+        f"{server.url}?schema=restart_{face}",
+        face,  # type: ignore[arg-type]
+        {"min_size": 4, "max_size": 4},
+    )()
     try:
         s = store.session("s")
         for i in range(8):

@@ -50,8 +50,10 @@ def _make_newer(schema: str) -> None:
     with memvault.open(url_for(schema)) as store:
         store.session("s").append([Message.user("keep me")])
     with admin() as conn:
-        conn.execute(f"INSERT INTO \"{schema}\".migrations (version, name) VALUES (%s, 'future')",
-                     (latest() + 1,))
+        conn.execute(
+            f"INSERT INTO \"{schema}\".migrations (version, name) VALUES (%s, 'future')",
+            (latest() + 1,),
+        )
 
 
 def test_newer_schema_is_refused_and_left_alone(schema: str) -> None:
@@ -105,7 +107,8 @@ def as_the_release_left_it(schema: str) -> None:
 
 @pytest.mark.parametrize("start", range(1, len(list(HISTORY.glob("*.sql"))) + 1))
 def test_an_older_schema_upgrades_and_keeps_its_data_and_refusals(
-        schema: str, monkeypatch: pytest.MonkeyPatch, start: int) -> None:
+    schema: str, monkeypatch: pytest.MonkeyPatch, start: int
+) -> None:
     """Failing: a later migration or functions.sql that does not apply over an older
     released version (a function it replaces changed its signature, an index it
     rebuilds is missing), or that changes what append and snapshot return or refuse,
@@ -128,12 +131,16 @@ def test_an_older_schema_upgrades_and_keeps_its_data_and_refusals(
             s.snapshot("cp")
         assert s.append([Message.user("c")], expect_version=1) == 2
         assert [m.content for m in s.history()] == ["a", "b", "c"]
-        assert [(e.op, e.version) for e in s.log()] == [("append", 1), ("snapshot", 1),
-                                                        ("append", 2)]
+        assert [(e.op, e.version) for e in s.log()] == [
+            ("append", 1),
+            ("snapshot", 1),
+            ("append", 2),
+        ]
 
 
 def test_changed_functions_are_applied_without_a_migration(
-        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Failing: an edit to functions.sql that never reaches a migrated schema, or a
     release that silently runs on another release's functions with migrate=False."""
     import memvault.backends.postgres_migrations as pm
@@ -153,7 +160,8 @@ def test_changed_functions_are_applied_without_a_migration(
 
 
 def test_the_released_latest_version_takes_the_functions_file(
-        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A schema the last release before functions.sql migrated (no functions table)
     gets functions.sql, and any later migration, on the next migrate; migrate=False
     asks for it."""
@@ -194,12 +202,24 @@ def test_postgres_scheme_alias(schema: str) -> None:
         assert store.session("s").append([Message.user("x")]) == 1
 
 
-@pytest.mark.parametrize("options", [
-    {"schema": "bad-name"}, {"schema": "1st"}, {"schema": "x" * 64}, {"schema": 'a"b'},
-    {"schema": ""}, {"min_size": -1}, {"max_size": 0}, {"min_size": 5, "max_size": 2},
-    {"timeout": 0}, {"timeout": float("inf")}, {"timeout": float("nan")}, {"migrate": "yes"},
-    {"pool": 3},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"schema": "bad-name"},
+        {"schema": "1st"},
+        {"schema": "x" * 64},
+        {"schema": 'a"b'},
+        {"schema": ""},
+        {"min_size": -1},
+        {"max_size": 0},
+        {"min_size": 5, "max_size": 2},
+        {"timeout": 0},
+        {"timeout": float("inf")},
+        {"timeout": float("nan")},
+        {"migrate": "yes"},
+        {"pool": 3},
+    ],
+)
 def test_bad_options_are_configuration_errors(options: dict[str, Any]) -> None:
     """Checked before connecting (the URL points nowhere)."""
     with pytest.raises(ConfigurationError):
@@ -236,7 +256,8 @@ def test_storage_keeps_nul_and_bytes_exactly(schema: str) -> None:
     q = f'"{schema}"'
     assert _rows(f"SELECT name FROM {q}.sessions") == [(b"sess\x00ion",)]
     assert _rows(f"SELECT msg_id, body FROM {q}.nodes") == [
-        ("id\x00é".encode(), encode_message(message, 1 << 20).body)]
+        ("id\x00é".encode(), encode_message(message, 1 << 20).body)
+    ]
     assert _rows(f"SELECT pg_typeof(body)::text FROM {q}.nodes") == [("text",)]
 
 
@@ -248,8 +269,13 @@ def test_compact_removes_expired_sessions_physically(schema: str) -> None:
         record = encode_message(Message.user("x"), 1 << 20)
         backend.append("old", [record], None, None, past)
         backend.snapshot("old", "cp", past)
-        backend.append("live", [encode_message(Message.user("y"), 1 << 20)], None, None,
-                       Write("w", time.time(), None))
+        backend.append(
+            "live",
+            [encode_message(Message.user("y"), 1 << 20)],
+            None,
+            None,
+            Write("w", time.time(), None),
+        )
         assert backend.sessions(time.time()) == ["live"]
         stats = backend.compact(None, time.time())
         assert (stats.sessions, stats.nodes) == (1, 1)
@@ -262,7 +288,8 @@ def test_compact_removes_expired_sessions_physically(schema: str) -> None:
 
 
 def test_a_schema_before_session_pages_gets_their_indexes(
-        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A store at version 5 (before sessions_page) keeps its sessions, and after the
     upgrade pages them from the new indexes. Failing: migration 006 does not apply over
     data, or the function orders by other expressions than the indexes hold."""
@@ -278,16 +305,24 @@ def test_a_schema_before_session_pages_gets_their_indexes(
     with memvault.open(url_for(schema)) as store:
         page = store.sessions_page(2, order="version")
         assert [i.session_id for i in page.sessions] == ["a", "b"]
-        assert [i.session_id for i in store.sessions_page(2, cursor=page.cursor,
-                                                          order="version").sessions] == ["c"]
-    indexes = {r[0] for r in _rows("SELECT indexname FROM pg_indexes WHERE schemaname = %s",
-                                   schema)}
-    assert {"sessions_by_version", "sessions_by_length", "sessions_by_updated",
-            "sessions_by_expires"} <= indexes
+        assert [
+            i.session_id
+            for i in store.sessions_page(2, cursor=page.cursor, order="version").sessions
+        ] == ["c"]
+    indexes = {
+        r[0] for r in _rows("SELECT indexname FROM pg_indexes WHERE schemaname = %s", schema)
+    }
+    assert {
+        "sessions_by_version",
+        "sessions_by_length",
+        "sessions_by_updated",
+        "sessions_by_expires",
+    } <= indexes
 
 
 def test_a_store_written_before_the_search_index_finds_its_messages(
-        schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A store at version 7 (before search) with a summary, a pop and a rollback: after
     the upgrade, search finds its old messages at their full-view positions, the hidden
     ones only with include_hidden, and then what is appended. Failing: migration 008
@@ -310,7 +345,10 @@ def test_a_store_written_before_the_search_index_finds_its_messages(
     with memvault.open(url_for(schema)) as store:
         s = store.session("s")
         assert sorted((h.position, h.message.content) for h in s.search("fig")) == [
-            (1, "fig one"), (2, "fig summary"), (3, "fig two")]
+            (1, "fig one"),
+            (2, "fig summary"),
+            (3, "fig two"),
+        ]
         hidden = {h.message.content for h in s.search("fig", include_hidden=True) if h.hidden}
         assert hidden == {"fig popped", "fig rolled back"}
         s.append([Message.user("fig new")])

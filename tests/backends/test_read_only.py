@@ -20,8 +20,14 @@ import memvault
 from memvault import BackendError, BackendUnavailableError, ConfigurationError, Message
 from memvault.cli import app
 
-READS = [["sessions"], ["show", "x"], ["log", "x"], ["snapshots", "x"], ["export"],
-         ["sessions", "--json"]]
+READS = [
+    ["sessions"],
+    ["show", "x"],
+    ["log", "x"],
+    ["snapshots", "x"],
+    ["export"],
+    ["sessions", "--json"],
+]
 
 
 def cli(*args: str) -> Result:
@@ -37,8 +43,7 @@ def one_line_error(result: Result, *words: str) -> None:
 
 @pytest.mark.parametrize("args", READS)
 def test_reading_a_missing_file_creates_nothing(tmp_path: Path, args: list[str]) -> None:
-    one_line_error(cli("--url", f"sqlite:///{tmp_path}/typo.db", *args), "no such store",
-                   "typo.db")
+    one_line_error(cli("--url", f"sqlite:///{tmp_path}/typo.db", *args), "no such store", "typo.db")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -88,9 +93,15 @@ def test_mode_ro_in_the_url(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["x.db"]
 
 
-@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/abc", "redis://127.0.0.1:6379/1x",
-                                 "redis://127.0.0.1:6379/0?db=abc",
-                                 "redis://127.0.0.1:6379/-1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/abc",
+        "redis://127.0.0.1:6379/1x",
+        "redis://127.0.0.1:6379/0?db=abc",
+        "redis://127.0.0.1:6379/-1",
+    ],
+)
 def test_redis_database_must_be_a_number(url: str) -> None:
     with pytest.raises(ConfigurationError, match="database"):
         memvault.open(url)
@@ -165,7 +176,7 @@ def test_a_database_in_a_read_only_folder_can_be_read(tmp_path: Path, log: bool)
     if log:
         (tmp_path / "x.db-wal").touch()
     before = contents(tmp_path)
-    assert sorted(before) == ["x.db", "x.db-wal"][:1 + log]
+    assert sorted(before) == ["x.db", "x.db-wal"][: 1 + log]
     with immutable(tmp_path, tmp_path / "x.db"):
         reads_work(url)
     assert contents(tmp_path) == before
@@ -191,11 +202,13 @@ def test_a_read_only_folder_with_unmerged_changes_is_a_clear_error(tmp_path: Pat
     assert (copy / "x.db-wal").stat().st_size > 0
     with immutable(copy):
         for args in READS:
-            one_line_error(cli("--url", f"sqlite:///{copy}/x.db", *args),
-                           f"cannot read {str(copy / 'x.db')!r} read-only: its folder is "
-                           "read-only and 'x.db-wal' holds changes not yet merged into it "
-                           "(SQLite needs a -shm file beside it to read them): open it once "
-                           "where it is writable, or copy the folder somewhere writable")
+            one_line_error(
+                cli("--url", f"sqlite:///{copy}/x.db", *args),
+                f"cannot read {str(copy / 'x.db')!r} read-only: its folder is "
+                "read-only and 'x.db-wal' holds changes not yet merged into it "
+                "(SQLite needs a -shm file beside it to read them): open it once "
+                "where it is writable, or copy the folder somewhere writable",
+            )
 
 
 def test_a_database_on_a_read_only_mount_can_be_read(tmp_path: Path) -> None:
@@ -205,11 +218,19 @@ def test_a_database_on_a_read_only_mount_can_be_read(tmp_path: Path) -> None:
     before = contents(tmp_path)
     reads = " && ".join(
         f"{shlex.quote(sys.executable)} -m memvault --url {shlex.quote(url)} "
-        f"{' '.join(map(shlex.quote, args))} >/dev/null" for args in READS)
+        f"{' '.join(map(shlex.quote, args))} >/dev/null"
+        for args in READS
+    )
     folder = shlex.quote(str(tmp_path))
-    script = (f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder}"
-              f" && ! touch {folder}/probe 2>/dev/null && {reads}")
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                           script], capture_output=True, text=True, timeout=120)
+    script = (
+        f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder}"
+        f" && ! touch {folder}/probe 2>/dev/null && {reads}"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert contents(tmp_path) == before

@@ -73,8 +73,9 @@ def test_sessions_spread_over_every_primary(cluster: list[ClusterNode], cluster_
     assert len(holders) == 3
 
 
-def test_cluster_keeps_its_session_index_in_one_slot(cluster: list[ClusterNode],
-                                                     cluster_url: str) -> None:
+def test_cluster_keeps_its_session_index_in_one_slot(
+    cluster: list[ClusterNode], cluster_url: str
+) -> None:
     """A cluster keeps the session index in one hash-tagged slot (hint.lua), beside
     its sessions spread over every primary, and pages list every session from it.
     Failing: a write script is handed the index's keys (CROSSSLOT), the index is
@@ -86,8 +87,7 @@ def test_cluster_keeps_its_session_index_in_one_slot(cluster: list[ClusterNode],
         assert [i.session_id for i in walk(store, 7)] == ids
         by_length = walk(store, 9, order="length", descending=True)
         assert sorted(i.session_id for i in by_length) == ids
-        assert [i.length for i in by_length] == sorted((i.length for i in by_length),
-                                                       reverse=True)
+        assert [i.length for i in by_length] == sorted((i.length for i in by_length), reverse=True)
     assert [s.client().keys("memvault:sessions:*") for s in cluster] == [[], [], []]
     index = [k for s in cluster for k in s.client().keys("memvault:{sessions}:*")]
     assert len({key_slot(k) for k in index}) == 1
@@ -118,8 +118,12 @@ def test_async_store_takes_parallel_first_commands(cluster_url: str) -> None:
     async def burst(round_: int) -> None:
         store = memvault.open_async(cluster_url)
         try:
-            await asyncio.gather(*(store.session(f"r{round_}-{i}").append(
-                [memvault.Message.user("x")]) for i in range(16)))
+            await asyncio.gather(
+                *(
+                    store.session(f"r{round_}-{i}").append([memvault.Message.user("x")])
+                    for i in range(16)
+                )
+            )
         finally:
             await store.close()
 
@@ -154,8 +158,9 @@ def test_dead_primary_is_unavailable_for_its_sessions_only(tmp_path: Path) -> No
                 store.close()
 
 
-def test_a_page_pipelines_its_scripts_per_primary(cluster_url: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_pipelines_its_scripts_per_primary(
+    cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A page's per-session scripts (the info of each listed session) go in one
     pipeline per primary, sync and async, not one round trip each. Failing: the
     cluster path sends them one by one (redis-py's cluster pipelines refuse scripts),
@@ -170,9 +175,11 @@ def test_a_page_pipelines_its_scripts_per_primary(cluster_url: str,
             assert store.sessions_page(1).sessions  # connects, loads the scripts
             packets: list[bytes] = []
             for module in (redis.connection, redis.asyncio.connection):
-                monkeypatch.setattr(module.AbstractConnection, "send_packed_command",
-                                    spying(module.AbstractConnection.send_packed_command,
-                                           packets))
+                monkeypatch.setattr(
+                    module.AbstractConnection,
+                    "send_packed_command",
+                    spying(module.AbstractConnection.send_packed_command, packets),
+                )
             page = store.sessions_page(30)
             monkeypatch.undo()
             assert [i.session_id for i in page.sessions] == ids[:30]
@@ -184,24 +191,29 @@ def test_a_page_pipelines_its_scripts_per_primary(cluster_url: str,
 
 def spying(send: Any, packets: list[bytes]) -> Any:
     """``send_packed_command`` (sync or async) that also records each packet."""
+
     def record(command: Any) -> None:
         packets.append(b"".join(command) if isinstance(command, list) else bytes(command))
 
     if asyncio.iscoroutinefunction(send):
+
         async def spy_async(self: Any, command: Any, check_health: bool = True) -> None:
             record(command)
             await send(self, command, check_health)
+
         return spy_async
 
     def spy(self: Any, command: Any, check_health: bool = True) -> None:
         record(command)
         send(self, command, check_health)
+
     return spy
 
 
 # The races of the cluster's session index (docs/redis.md, "Listing sessions"): a write
 # is three steps (begin, the session's script, the index's update), so a writer may stop
 # between them, and two writers' updates may arrive in either order.
+
 
 def is_apply(request: Any) -> bool:
     return isinstance(request, Eval) and request.script is HINT and request.args[0] == "apply"
@@ -231,7 +243,8 @@ def fill_lengths(store: memvault.Store, ids: list[str]) -> None:
 
 
 def test_a_writer_that_stops_before_updating_the_index_is_settled(
-        cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Writes whose index update fails after their script ran (a new session, a
     session cut short, one grown, one deleted) succeed: the write is done, and it
     leaves nothing missing or misplaced, since the next page settles what it left
@@ -264,7 +277,8 @@ def test_a_writer_that_stops_before_updating_the_index_is_settled(
 
 
 def test_a_write_begun_before_a_page_settled_it_is_refused_and_redone(
-        cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A page settles a write that has begun but not yet run (its writer is slow, not
     dead); the write then runs, and its writer dies before updating the index. The
     settled write must not land behind the page's back: the session's fence refuses
@@ -292,8 +306,12 @@ def test_a_write_begun_before_a_page_settled_it_is_refused_and_redone(
         check_every_walk(store)
 
 
-def apply_late(store: memvault.Store, monkeypatch: pytest.MonkeyPatch,
-               first: Callable[[], object], second: Callable[[], object]) -> None:
+def apply_late(
+    store: memvault.Store,
+    monkeypatch: pytest.MonkeyPatch,
+    first: Callable[[], object],
+    second: Callable[[], object],
+) -> None:
     """Run ``first`` (its index update held back, as if its writer stalled), then
     ``second``, then send ``first``'s update: the two arrive in the other order."""
     real = RedisBackend._send
@@ -313,7 +331,8 @@ def apply_late(store: memvault.Store, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_index_updates_arriving_out_of_order_keep_the_newest(
-        cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two writes of one session whose index updates arrive in the other order (the
     first writer stalled), and a delete whose update arrives after the session was
     made again: the index keeps the newest state. Failing: an update applies whatever
@@ -321,16 +340,25 @@ def test_index_updates_arriving_out_of_order_keep_the_newest(
     exists: never listed)."""
     with memvault.open(cluster_url) as store:
         fill_lengths(store, [f"s{i:02}" for i in range(12)])
-        apply_late(store, monkeypatch, lambda: store.session("s04").trim(keep_last=1),
-                   lambda: store.session("s04").append(users(6, "m")))
+        apply_late(
+            store,
+            monkeypatch,
+            lambda: store.session("s04").trim(keep_last=1),
+            lambda: store.session("s04").append(users(6, "m")),
+        )
         check_every_walk(store)
-        apply_late(store, monkeypatch, lambda: store.session("s06").delete(),
-                   lambda: store.session("s06").append([memvault.Message.user("back")]))
+        apply_late(
+            store,
+            monkeypatch,
+            lambda: store.session("s06").delete(),
+            lambda: store.session("s06").append([memvault.Message.user("back")]),
+        )
         check_every_walk(store)
 
 
 def test_stamps_keep_their_order_when_the_clock_is_behind(
-        cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A session's stamp may be ahead of its node's clock (a failover to a replica
     whose clock lags, or many writes in one microsecond): each write's stamp is then
     the last one plus 1, so updates arriving in the other order still keep the
@@ -340,20 +368,30 @@ def test_stamps_keep_their_order_when_the_clock_is_behind(
         fill_lengths(store, [f"s{i:02}" for i in range(12)])
         client = raw_client(cluster_url)
         try:
-            client.hset(Layout("memvault").keys("s04")[0], "stamp",
-                        int(time.time() * 1e6) + 3_600_000_000)  # an hour ahead
+            client.hset(
+                Layout("memvault").keys("s04")[0], "stamp", int(time.time() * 1e6) + 3_600_000_000
+            )  # an hour ahead
         finally:
             client.close()
-        apply_late(store, monkeypatch, lambda: store.session("s04").trim(keep_last=1),
-                   lambda: store.session("s04").append(users(6, "m")))
+        apply_late(
+            store,
+            monkeypatch,
+            lambda: store.session("s04").trim(keep_last=1),
+            lambda: store.session("s04").append(users(6, "m")),
+        )
         check_every_walk(store)
-        apply_late(store, monkeypatch, lambda: store.session("s04").append(users(2, "n")),
-                   lambda: store.session("s04").trim(keep_last=3))
+        apply_late(
+            store,
+            monkeypatch,
+            lambda: store.session("s04").append(users(2, "n")),
+            lambda: store.session("s04").trim(keep_last=3),
+        )
         check_every_walk(store)
 
 
 def test_a_cluster_store_written_without_the_index_builds_it(
-        cluster: list[ClusterNode], cluster_url: str) -> None:
+    cluster: list[ClusterNode], cluster_url: str
+) -> None:
     """A cluster store written by memvault before the cluster kept an index (no
     index keys) is indexed by its first page, every session of every primary, and
     that fences no session: only settling a write begun raises a fence. Failing: an
@@ -406,8 +444,9 @@ def test_begin_hands_out_the_next_generation_above_a_fence(cluster_url: str) -> 
         *_, pending, _, generation = hint_keys(store)
 
         def begin(session_id: str, above: str) -> int:
-            return int(store.backend._send(Eval(HINT, hint_keys(store),
-                                                ["begin", session_id, above])))
+            return int(
+                store.backend._send(Eval(HINT, hint_keys(store), ["begin", session_id, above]))
+            )
 
         client = raw_client(cluster_url)
         try:
@@ -418,8 +457,13 @@ def test_begin_hands_out_the_next_generation_above_a_fence(cluster_url: str) -> 
             assert begin("d", "53") == 54  # the counter's next is the fence itself
             assert begin("a", "") == 55
             assert int(client.get(generation)) == 55
-            assert client.hgetall(pending) == {b"42": b"a", b"51": b"b", b"52": b"c",
-                                               b"54": b"d", b"55": b"a"}
+            assert client.hgetall(pending) == {
+                b"42": b"a",
+                b"51": b"b",
+                b"52": b"c",
+                b"54": b"d",
+                b"55": b"a",
+            }
         finally:
             client.close()
 

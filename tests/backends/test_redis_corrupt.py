@@ -75,9 +75,18 @@ def test_damage_behind_a_summary_names_its_depth(face: str, node: int, depth: in
 # Well-formed UTF-8 at each boundary of RFC 3629, and bytes Python refuses to decode
 # (overlong, a surrogate, beyond U+10FFFF, truncated, a stray continuation byte).
 _TEXT = ["\u0080\u07ff", "\u0800\ud7ff\ue000\uffff", "\U00010000\U0010ffff"]
-_NOT_TEXT = [b"\xc0\x80", b"\xc2", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
-             b"\xf0\x8f\xbf\xbf", b"\xe2\x82", b"\x80", b"\xf8\x88\x80\x80\x80",
-             b"\xc3\xa9\xe2\x82\xac\xff"]
+_NOT_TEXT = [
+    b"\xc0\x80",
+    b"\xc2",
+    b"\xe0\x9f\xbf",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xf0\x8f\xbf\xbf",
+    b"\xe2\x82",
+    b"\x80",
+    b"\xf8\x88\x80\x80\x80",
+    b"\xc3\xa9\xe2\x82\xac\xff",
+]
 
 
 @pytest.mark.parametrize("content", [t.encode() for t in _TEXT] + _NOT_TEXT)
@@ -92,8 +101,11 @@ def test_pop_checks_utf8_before_it_commits(content: bytes) -> None:
         s.append([Message.user("a"), Message.user("b")])
         client = raw_client(url)
         try:
-            client.hset(Layout("memvault").keys("s")[1], 2,
-                        b'{"v":1,"m":{"role":"user","content":"%s"}}' % content)
+            client.hset(
+                Layout("memvault").keys("s")[1],
+                2,
+                b'{"v":1,"m":{"role":"user","content":"%s"}}' % content,
+            )
         finally:
             client.close()
         try:
@@ -111,7 +123,8 @@ def test_pop_checks_utf8_before_it_commits(content: bytes) -> None:
 
 @pytest.mark.parametrize("race", ["deleted", "emptied"])
 def test_a_pop_whose_session_went_after_its_read_pops_nothing(
-        monkeypatch: pytest.MonkeyPatch, race: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, race: str
+) -> None:
     """pop reads its message, then pops it: a session deleted in between, or emptied
     by another client's pop, makes the pop return None (the script answers false),
     never a driver error, and pops nothing more. Failing: the pop script answered

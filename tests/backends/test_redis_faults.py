@@ -49,8 +49,7 @@ def test_stopped_server_is_unavailable(server: RedisServer, face: str) -> None:
 
 @pytest.mark.parametrize("face", FACES)
 @pytest.mark.parametrize("loss", ["timeout", "lost-reply"])
-def test_unknown_outcome_then_retry_stores_once(server: RedisServer, face: str,
-                                                loss: str) -> None:
+def test_unknown_outcome_then_retry_stores_once(server: RedisServer, face: str, loss: str) -> None:
     """An append whose reply never comes raises OutcomeUnknownError, the driver's
     error as cause; retrying the same messages leaves them stored exactly once.
     "timeout": CLIENT PAUSE holds the append past socket_timeout (it never runs);
@@ -84,8 +83,7 @@ def test_unknown_outcome_then_retry_stores_once(server: RedisServer, face: str,
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_out_of_memory_is_backend_error_and_writes_nothing(server: RedisServer,
-                                                           face: str) -> None:
+def test_out_of_memory_is_backend_error_and_writes_nothing(server: RedisServer, face: str) -> None:
     """Past maxmemory a write raises BackendError (the server's OOM reply as cause)
     and leaves nothing half-written; reads still work; writes resume once memory is
     available again."""

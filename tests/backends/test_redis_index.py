@@ -46,8 +46,9 @@ def fill(store: memvault.Store, ids: list[str]) -> None:
 
 
 def expected(store: memvault.Store) -> dict[str, memvault.SessionInfo]:
-    return {sid: info for sid in store.sessions()
-            if (info := store.session(sid).info()) is not None}
+    return {
+        sid: info for sid in store.sessions() if (info := store.session(sid).info()) is not None
+    }
 
 
 def every_walk(store: memvault.Store, limit: int) -> Iterator[tuple[str, bool, list[Any]]]:
@@ -81,7 +82,8 @@ def test_a_store_written_without_the_index_pages_all_its_sessions(url: str, clie
 
 
 def test_an_interrupted_index_build_goes_on_where_it_stopped(
-        url: str, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url: str, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A connection lost in the middle of building the index (store written without
     it) leaves a resumable build: the next page finishes it without scanning again
     from the start, and lists everything. Failing: the build's progress is not saved,
@@ -135,13 +137,21 @@ def test_expired_sessions_leave_the_index(url: str, client: Any) -> None:
         for order in ORDERS:
             assert client.zcard(f"memvault:sessions:{order}") == 11 + 3 - 6, order
         assert client.zrange("memvault:sessions:id", 0, -1) == [
-            *(f"gone-{i}".encode() for i in range(6, 10)), b"keep", b"new-0", b"new-1",
-            b"new-2"]
+            *(f"gone-{i}".encode() for i in range(6, 10)),
+            b"keep",
+            b"new-0",
+            b"new-1",
+            b"new-2",
+        ]
         store.compact()
         for order in ORDERS:
             assert client.zcard(f"memvault:sessions:{order}") == 4, order
         assert client.zrange("memvault:sessions:id", 0, -1) == [
-            b"keep", b"new-0", b"new-1", b"new-2"]
+            b"keep",
+            b"new-0",
+            b"new-1",
+            b"new-2",
+        ]
 
 
 def test_a_session_whose_keys_vanished_is_left_out_and_unindexed(url: str, client: Any) -> None:
@@ -174,12 +184,15 @@ def test_a_page_goes_on_past_a_dead_entry_in_every_order(url: str, client: Any) 
                 listed = walk(store, 1, order=order, descending=descending)
                 whole = walk(store, 50, order=order, descending=descending)
                 assert [i.session_id for i in listed] == [i.session_id for i in whole], (
-                    order, descending)
+                    order,
+                    descending,
+                )
                 assert sorted(i.session_id for i in listed) == ["a", "b", "d", "e", "f"]
 
 
-def test_a_rare_match_is_walked_in_budgeted_steps(url: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rare_match_is_walked_in_budgeted_steps(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A match walks the index in steps of a few entries (here 7) and each step goes
     on where the last one stopped: the pages are the same as in one step. Failing: a
     step that found nothing ends the listing, or the next step restarts or skips; or
@@ -189,13 +202,16 @@ def test_a_rare_match_is_walked_in_budgeted_steps(url: str,
     with memvault.open(url) as store:
         for i, sid in enumerate(ids):
             store.session(sid).append([Message.user(sid) for _ in range(1 + i % 3)])
-        expected = {order: [walk(store, 2, order=order, match="5", descending=d)
-                            for d in (False, True)] for order in ORDERS}
+        expected = {
+            order: [walk(store, 2, order=order, match="5", descending=d) for d in (False, True)]
+            for order in ORDERS
+        }
         assert len(expected["id"][0]) == 15
         monkeypatch.setattr(redis_ops, "_MATCH_BUDGET", 7)
         for order in ORDERS:
-            assert [walk(store, 2, order=order, match="5", descending=d)
-                    for d in (False, True)] == expected[order], order
+            assert [
+                walk(store, 2, order=order, match="5", descending=d) for d in (False, True)
+            ] == expected[order], order
         steps: list[Any] = []
         send = store.backend._send
 

@@ -27,9 +27,12 @@ sid = st.sampled_from(SESSIONS)
 snap = st.sampled_from(SNAPS)
 user_snap = st.sampled_from([n for n in SNAPS if not n.startswith("auto:")])
 OPS = st.one_of(
-    st.tuples(st.just("append"), sid, st.lists(st.sampled_from(IDS), min_size=1, max_size=3,
-                                               unique=True),
-              st.none() | st.integers(0, 4)),
+    st.tuples(
+        st.just("append"),
+        sid,
+        st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True),
+        st.none() | st.integers(0, 4),
+    ),
     st.tuples(st.just("pop"), sid),
     st.tuples(st.just("trim"), sid, st.integers(0, 3), st.sampled_from(["trim", "clear"])),
     st.tuples(st.just("snapshot"), sid, user_snap),  # the facade refuses auto: names
@@ -56,17 +59,26 @@ def outcome(backend: Any, op: str, args: list[Any], records: list[Record], w: Wr
 
 
 def observe(backend: Any, now: float) -> Any:
-    pages = [backend.sessions_page(PageQuery(10, order, descending), now)
-             for order in ORDERS for descending in (False, True)]
+    pages = [
+        backend.sessions_page(PageQuery(10, order, descending), now)
+        for order in ORDERS
+        for descending in (False, True)
+    ]
     return [backend.sessions(now), pages] + [
-        (backend.history(s, None, now), backend.history(s, 2, now), backend.info(s, now),
-         backend.snapshots(s, now), backend.log(s, now)) for s in SESSIONS]
+        (
+            backend.history(s, None, now),
+            backend.history(s, 2, now),
+            backend.info(s, now),
+            backend.snapshots(s, now),
+            backend.log(s, now),
+        )
+        for s in SESSIONS
+    ]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=st.lists(OPS, max_size=30), ttl=st.none() | st.just(10.0))
-def test_redis_matches_the_reference_engine(ops: list[tuple[Any, ...]],
-                                            ttl: float | None) -> None:
+def test_redis_matches_the_reference_engine(ops: list[tuple[Any, ...]], ttl: float | None) -> None:
     """Failing: a Lua script departs from engine.py (numbering, versions, events,
     snapshot names, expiry, compaction, error precedence or messages), or a write
     leaves the session index (what pages list, in every order) out of step."""
@@ -80,8 +92,10 @@ def test_redis_matches_the_reference_engine(ops: list[tuple[Any, ...]],
                 now += args[0]
                 continue
             w = Write("w", now, ttl)
-            records = [encode_message(Message.user(i, id=i), 1 << 20)
-                       for i in (args[1] if op == "append" else [])]
+            records = [
+                encode_message(Message.user(i, id=i), 1 << 20)
+                for i in (args[1] if op == "append" else [])
+            ]
             results = [outcome(b, op, args, records, w) for b in (reference, redis_backend)]
             assert results[0] == results[1], (op, args)
             assert observe(reference, now) == observe(redis_backend, now), (op, args)
@@ -100,18 +114,27 @@ def test_long_chains_with_broken_runs_match_the_reference_engine() -> None:
     serial = iter(range(10**6))
 
     def batch(n: int) -> list[Record]:
-        return [encode_message(Message.user(f"m{i}", id=f"m{i}"), 1 << 20)
-                for i in (next(serial) for _ in range(n))]
+        return [
+            encode_message(Message.user(f"m{i}", id=f"m{i}"), 1 << 20)
+            for i in (next(serial) for _ in range(n))
+        ]
 
     steps: list[tuple[str, list[Any], list[Record]]] = [
         *[("append", ["s", None, None], batch(1000)) for _ in range(8)],
-        ("append", ["s", None, None], batch(700)), ("snapshot", ["s", "mid"], []),
+        ("append", ["s", None, None], batch(700)),
+        ("snapshot", ["s", "mid"], []),
     ]
     for k in range(1, 12):  # runs of every length from 1 to 11, then a pop
         steps += [("append", ["s", None, None], batch(k)), ("pop", ["s"], [])]
-    steps += [("append", ["s", None, None], batch(600)), ("rollback", ["s", "mid"], []),
-              ("append", ["s", None, None], batch(5)), ("fork", ["s", "t", None], []),
-              ("fork", ["s", "u", "mid"], []), ("rollback", ["s", "auto:pre-rollback@v32"], [])]
+    steps += [
+        ("append", ["s", None, None], batch(600)),
+        ("rollback", ["s", "mid"], []),
+        ("append", ["s", None, None], batch(5)),
+        ("fork", ["s", "t", None], []),
+        ("fork", ["s", "u", "mid"], []),
+        ("rollback", ["s", "auto:pre-rollback@v32"], []),
+    ]
+
     def same_reads(s: str, lasts: tuple[int | None, ...]) -> None:
         for last in lasts:
             expected = reference.history(s, last, w.now)
@@ -175,8 +198,9 @@ def test_sessions_stored_without_a_summary_pointer_read_the_same() -> None:
 
     def same() -> None:
         for full in (False, True):
-            assert (redis_backend.history("s", None, w.now, full)
-                    == reference.history("s", None, w.now, full))
+            assert redis_backend.history("s", None, w.now, full) == reference.history(
+                "s", None, w.now, full
+            )
         assert redis_backend.info("s", w.now) == reference.info("s", w.now)
 
     client = raw_client(url)
@@ -225,8 +249,9 @@ def test_snapshots_stored_without_a_summary_pointer_act_the_same() -> None:
         for _ in range(3):
             assert redis_backend.pop("t", w) == reference.pop("t", w)
             for full in (False, True):
-                assert (redis_backend.history("t", None, w.now, full)
-                        == reference.history("t", None, w.now, full))
+                assert redis_backend.history("t", None, w.now, full) == reference.history(
+                    "t", None, w.now, full
+                )
         assert redis_backend.compact(0, w.now) == reference.compact(0, w.now)
         assert redis_backend.history("s", None, w.now) == reference.history("s", None, w.now)
     finally:
@@ -248,8 +273,7 @@ def test_compact_removes_every_record_of_the_nodes_it_counts() -> None:
             b.append("s", records, None, None, w)
             b.pop("s", w)
             b.pop("s", w)
-        assert (redis_backend.compact(0, w.now, 1, None)
-                == reference.compact(0, w.now, 1, None))
+        assert redis_backend.compact(0, w.now, 1, None) == reference.compact(0, w.now, 1, None)
         kept = len(reference._data["s"].nodes)
         assert kept == 3
         assert [client.hlen(key) for key in Layout("memvault").keys("s")[1:4]] == [kept] * 3

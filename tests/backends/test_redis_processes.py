@@ -26,8 +26,7 @@ def test_eight_processes_appending_to_one_session(face: str) -> None:
     opener = Opener(flushed(), face)  # type: ignore[arg-type]
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(len(WRITERS), mp_context=ctx) as pool:
-        futures = [pool.submit(workers.append_turns, opener, "shared", w, TURNS)
-                   for w in WRITERS]
+        futures = [pool.submit(workers.append_turns, opener, "shared", w, TURNS) for w in WRITERS]
         versions = [f.result() for f in futures]
     total = len(WRITERS) * TURNS
     assert max(versions) == total

@@ -25,21 +25,25 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
     server.kill()
 
 
-@pytest.mark.parametrize(("url", "options", "complaint"), [
-    ("redis://localhost/0", {"colour": "blue"}, "colour"),
-    ("redis://localhost/0?retry_on_timeout=true", {}, "retry_on_timeout"),
-    ("redis://localhost/0?cluster=maybe", {}, "cluster"),
-    ("redis://localhost/0", {"prefix": "a{b}"}, "braces"),
-    ("redis://localhost/0", {"prefix": ""}, "prefix"),
-    ("redis://localhost/0", {"socket_timeout": 0}, "socket_timeout"),
-    ("redis://localhost/0", {"socket_timeout": float("inf")}, "socket_timeout"),
-    ("redis://localhost/0?socket_connect_timeout=nan", {}, "socket_connect_timeout"),
-    ("redis://localhost/0", {"max_connections": 0}, "max_connections"),
-    ("redis://localhost/9?cluster=true", {}, "database 0"),
-    ("redis+unix:///tmp/r.sock", {"cluster": True}, "TCP"),
-])
-def test_bad_urls_and_options_are_refused(url: str, options: dict[str, object],
-                                          complaint: str) -> None:
+@pytest.mark.parametrize(
+    ("url", "options", "complaint"),
+    [
+        ("redis://localhost/0", {"colour": "blue"}, "colour"),
+        ("redis://localhost/0?retry_on_timeout=true", {}, "retry_on_timeout"),
+        ("redis://localhost/0?cluster=maybe", {}, "cluster"),
+        ("redis://localhost/0", {"prefix": "a{b}"}, "braces"),
+        ("redis://localhost/0", {"prefix": ""}, "prefix"),
+        ("redis://localhost/0", {"socket_timeout": 0}, "socket_timeout"),
+        ("redis://localhost/0", {"socket_timeout": float("inf")}, "socket_timeout"),
+        ("redis://localhost/0?socket_connect_timeout=nan", {}, "socket_connect_timeout"),
+        ("redis://localhost/0", {"max_connections": 0}, "max_connections"),
+        ("redis://localhost/9?cluster=true", {}, "database 0"),
+        ("redis+unix:///tmp/r.sock", {"cluster": True}, "TCP"),
+    ],
+)
+def test_bad_urls_and_options_are_refused(
+    url: str, options: dict[str, object], complaint: str
+) -> None:
     """Unknown options, retry settings that could apply a command twice, bad
     values: ConfigurationError naming the problem, before any connection."""
     with pytest.raises(ConfigurationError, match=complaint):
@@ -49,8 +53,7 @@ def test_bad_urls_and_options_are_refused(url: str, options: dict[str, object],
 def test_options_come_from_the_url_or_keywords() -> None:
     """memvault's own query parameters are read and removed; keywords win; the
     driver's parameters pass through."""
-    got = settings("redis://h:1/3?prefix=app&socket_timeout=2.5&client_name=me",
-                   socket_timeout=4)
+    got = settings("redis://h:1/3?prefix=app&socket_timeout=2.5&client_name=me", socket_timeout=4)
     assert (got.prefix, got.cluster, got.client["socket_timeout"]) == ("app", False, 4)
     assert got.url == "redis://h:1/3?client_name=me"
     assert settings("redis+unix:///run/r.sock?db=2").url == "unix:///run/r.sock?db=2"
@@ -138,12 +141,50 @@ def _certificates(folder: Path) -> tuple[Path, Path, Path]:
     ext = folder / "ext.cnf"
     ext.write_text("subjectAltName=IP:127.0.0.1\n")
     for args in (
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
-         "-days", "2", "-subj", "/CN=memvault test CA"],
-        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
-         "-subj", "/CN=127.0.0.1"],
-        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-         "-out", cert, "-days", "2", "-extfile", ext],
+        [
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            ca_key,
+            "-out",
+            ca,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=memvault test CA",
+        ],
+        [
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            csr,
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        [
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            ca,
+            "-CAkey",
+            ca_key,
+            "-CAcreateserial",
+            "-out",
+            cert,
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+        ],
     ):
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
     return ca, cert, key
@@ -155,9 +196,19 @@ def test_rediss_over_tls(tmp_path: Path, face: str) -> None:
     CA did not sign is refused before anything is sent."""
     ca, cert, key = _certificates(tmp_path / "tls")
     tls_port = free_port()
-    server = RedisServer(tmp_path / "redis", "--tls-port", str(tls_port), "--tls-cert-file",
-                         str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
-                         "--tls-auth-clients", "no")
+    server = RedisServer(
+        tmp_path / "redis",
+        "--tls-port",
+        str(tls_port),
+        "--tls-cert-file",
+        str(cert),
+        "--tls-key-file",
+        str(key),
+        "--tls-ca-cert-file",
+        str(ca),
+        "--tls-auth-clients",
+        "no",
+    )
     try:
         url = f"rediss://127.0.0.1:{tls_port}/0"
         store = Opener(f"{url}?ssl_ca_certs={ca}", face)()  # type: ignore[arg-type]

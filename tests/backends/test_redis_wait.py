@@ -64,8 +64,9 @@ def test_writes_wait_for_the_replica(pair: tuple[RedisServer, RedisServer], face
 
 
 @pytest.mark.parametrize("face", ["sync", "async"])
-def test_a_missing_replica_is_an_unknown_outcome(pair: tuple[RedisServer, RedisServer],
-                                                 face: str) -> None:
+def test_a_missing_replica_is_an_unknown_outcome(
+    pair: tuple[RedisServer, RedisServer], face: str
+) -> None:
     """With the replica gone, a write is applied on the primary but not acknowledged:
     OutcomeUnknownError, after about wait_timeout; the retry stores the batch once;
     reads keep working."""
@@ -94,10 +95,16 @@ def test_more_replicas_than_there_are(pair: tuple[RedisServer, RedisServer]) -> 
             store.session("s").append([Message.user("x")])
 
 
-@pytest.mark.parametrize("query", [
-    "wait_replicas=-1", "wait_replicas=x", "wait_replicas=1&wait_timeout=0",
-    "wait_replicas=1&wait_timeout=nan", "wait_replicas=1&cluster=true",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "wait_replicas=-1",
+        "wait_replicas=x",
+        "wait_replicas=1&wait_timeout=0",
+        "wait_replicas=1&wait_timeout=nan",
+        "wait_replicas=1&cluster=true",
+    ],
+)
 def test_bad_wait_options_are_refused(query: str) -> None:
     with pytest.raises(ConfigurationError, match="wait_"):
         memvault.open(f"redis://127.0.0.1:1/0?{query}")

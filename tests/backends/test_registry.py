@@ -21,16 +21,20 @@ def install(site: Path, entry_points: str) -> None:
     dist = site / "memvault_thirdparty_demo-1.0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: memvault-thirdparty-demo\nVersion: 1.0\n", "utf-8")
+        "Metadata-Version: 2.1\nName: memvault-thirdparty-demo\nVersion: 1.0\n", "utf-8"
+    )
     (dist / "entry_points.txt").write_text(f"[memvault.backends]\n{entry_points}", "utf-8")
 
 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "site"
-    install(folder, "thirdjson = memvault.examples.jsonfile\n"
-                    "brokenjson = memvault_no_such_module\n"
-                    "sqlite = memvault.examples.jsonfile\n")
+    install(
+        folder,
+        "thirdjson = memvault.examples.jsonfile\n"
+        "brokenjson = memvault_no_such_module\n"
+        "sqlite = memvault.examples.jsonfile\n",
+    )
     monkeypatch.syspath_prepend(str(folder))
     return folder
 
@@ -63,8 +67,10 @@ def test_the_registry_lists_every_scheme(site: Path) -> None:
 
 
 def test_a_registered_backend_that_cannot_be_imported_says_which(site: Path) -> None:
-    with pytest.raises(ConfigurationError,
-                       match=r"brokenjson:// needs .*'memvault_no_such_module' cannot be imported"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"brokenjson:// needs .*'memvault_no_such_module' cannot be imported",
+    ):
         memvault.open("brokenjson://x.json")
 
 
@@ -83,7 +89,8 @@ def test_the_shipped_example_is_registered(tmp_path: Path) -> None:
 
 
 def test_memvaults_own_schemes_open_without_reading_entry_points(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Reading every installed package's metadata costs milliseconds: an open of a
     built-in scheme must not pay it (only an unknown scheme looks there)."""
     import memvault.urls

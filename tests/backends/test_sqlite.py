@@ -41,8 +41,7 @@ def test_wal_and_schema_version(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("size", [MAX_IN - 1, MAX_IN, MAX_IN + 1])
-def test_stored_ids_are_found_on_both_sides_of_the_bound_list(tmp_path: Path,
-                                                              size: int) -> None:
+def test_stored_ids_are_found_on_both_sides_of_the_bound_list(tmp_path: Path, size: int) -> None:
     """An append reads which of its ids are stored with one column an id up to
     MAX_IN ids (the expected message counted), as a JSON array past it: retries,
     mixed batches and expect_message answer the same on both sides."""
@@ -55,8 +54,7 @@ def test_stored_ids_are_found_on_both_sides_of_the_bound_list(tmp_path: Path,
         with pytest.raises(DuplicateMessageError):
             s.append([*batch[1:], Message.user("new")])
         with pytest.raises(ConflictError):  # the expected message is not stored
-            s.append([Message.user(f"n{k}") for k in range(size)],
-                     expect_message="missing")
+            s.append([Message.user(f"n{k}") for k in range(size)], expect_message="missing")
         fresh = [Message.user(f"n{k}") for k in range(size)]
         assert s.append(fresh, expect_message=batch[-1].id) == version + 1
         assert [m.id for m in s.history()] == [m.id for m in batch + fresh]
@@ -89,8 +87,7 @@ def test_a_schema_1_file_is_migrated_and_takes_summaries(tmp_path: Path) -> None
         before, snapshots = s.history(), s.snapshots()
         assert all((snap.summary, snap.through) == (0, 0) for snap in snapshots)
         s.summarize(Message.system("summary"), through=before[0].id)
-        assert [m.content for m in s.history()] == ["summary"] + \
-            [m.content for m in before[1:]]
+        assert [m.content for m in s.history()] == ["summary"] + [m.content for m in before[1:]]
         assert s.history(full=True) == [before[0], s.history()[0], *before[1:]]
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
@@ -147,8 +144,12 @@ def down_to_6(db: sqlite3.Connection) -> None:
         db.execute(f"ALTER TABLE sessions DROP COLUMN page_{order}")
     db.execute("DROP INDEX sessions_unsettled")
     db.execute("ALTER TABLE sessions DROP COLUMN unsettled")
-    for order, key in (("version", "version"), ("length", "length_key"),
-                       ("updated", "updated_at"), ("expires", "expires_key")):
+    for order, key in (
+        ("version", "version"),
+        ("length", "length_key"),
+        ("updated", "updated_at"),
+        ("expires", "expires_key"),
+    ):
         db.execute(f"CREATE INDEX sessions_by_{order} ON sessions ({key}, name)")
 
 
@@ -172,7 +173,8 @@ def test_an_old_file_pages_its_sessions_from_indexes(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         for order in ("id", *KEYS):
             for descending, match, after in itertools.product(
-                    (False, True), ("", "s"), (None, (0, ""))):
+                (False, True), ("", "s"), (None, (0, ""))
+            ):
                 sql, args = page_sql(PageQuery(3, order, descending, match, after), 0.0)
                 plan = [p[3] for p in db.execute(f"EXPLAIN QUERY PLAN {sql}", args)]
                 assert plan == page_plan(order, descending, after is not None), plan
@@ -184,16 +186,32 @@ def page_plan(order: str, descending: bool, after: bool) -> list[str]:
     would read every session first) beside the unsettled rows (sorted: 256 at most),
     and the merge sorts only the rows each side returns (the page's limit at most)."""
     if order == "id":
-        return [f"SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 "
-                f"(name{'<' if descending else '>'}?)" if after else
-                "SCAN sessions USING INDEX sqlite_autoindex_sessions_1"]
-    settled = (f"SEARCH sessions USING INDEX sessions_by_{order} "
-               f"((page_{order},name){'<' if descending else '>'}(?,?))" if after else
-               f"SCAN sessions USING INDEX sessions_by_{order}")
-    return ["MERGE (UNION ALL)", "LEFT", "CO-ROUTINE (subquery-1)", settled,
-            "SCAN (subquery-1)", "USE TEMP B-TREE FOR ORDER BY", "RIGHT",
-            "CO-ROUTINE (subquery-3)", "SCAN sessions USING INDEX sessions_unsettled",
-            "USE TEMP B-TREE FOR ORDER BY", "SCAN (subquery-3)", "USE TEMP B-TREE FOR ORDER BY"]
+        return [
+            f"SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 "
+            f"(name{'<' if descending else '>'}?)"
+            if after
+            else "SCAN sessions USING INDEX sqlite_autoindex_sessions_1"
+        ]
+    settled = (
+        f"SEARCH sessions USING INDEX sessions_by_{order} "
+        f"((page_{order},name){'<' if descending else '>'}(?,?))"
+        if after
+        else f"SCAN sessions USING INDEX sessions_by_{order}"
+    )
+    return [
+        "MERGE (UNION ALL)",
+        "LEFT",
+        "CO-ROUTINE (subquery-1)",
+        settled,
+        "SCAN (subquery-1)",
+        "USE TEMP B-TREE FOR ORDER BY",
+        "RIGHT",
+        "CO-ROUTINE (subquery-3)",
+        "SCAN sessions USING INDEX sessions_unsettled",
+        "USE TEMP B-TREE FOR ORDER BY",
+        "SCAN (subquery-3)",
+        "USE TEMP B-TREE FOR ORDER BY",
+    ]
 
 
 def test_not_a_database(tmp_path: Path) -> None:
@@ -275,8 +293,7 @@ def test_reads_answer_while_another_connection_holds_the_write_lock(tmp_path: Pa
     Failing: a read begun IMMEDIATE waits for the lock and raises
     BackendUnavailableError."""
     path = tmp_path / "r.db"
-    with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
-                       embedder=ConceptEmbedder()) as store:
+    with memvault.open(f"sqlite:///{path}", busy_timeout=0.2, embedder=ConceptEmbedder()) as store:
         s = store.session("s")
         s.append([Message.user("a kitten", id="k"), Message.user("a car", id="c")])
         s.snapshot("cp")
@@ -296,10 +313,12 @@ def test_reads_answer_while_another_connection_holds_the_write_lock(tmp_path: Pa
         blocker.execute("BEGIN IMMEDIATE")
         try:
             assert {name: read() for name, read in reads.items()} == expected
-            with memvault.open(f"sqlite:///{path}", busy_timeout=0.2,
-                               embedder=ConceptEmbedder()) as fresh:  # reads the space
-                assert [h.message.id for h in fresh.session("s").search("feline")] == \
-                    expected["search"]
+            with memvault.open(
+                f"sqlite:///{path}", busy_timeout=0.2, embedder=ConceptEmbedder()
+            ) as fresh:  # reads the space
+                assert [h.message.id for h in fresh.session("s").search("feline")] == expected[
+                    "search"
+                ]
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()
@@ -331,9 +350,20 @@ def test_url_query_carries_the_options_and_keywords_win(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if "?" in p.name] == []
 
 
-@pytest.mark.parametrize("tail", ["?mode=ro", "?durability=fast", "?busy_timeout=soon",
-                                  "?busy_timeout=nan", "?busy_timeout=inf", "?busy_timeout=-1",
-                                  "?mode", "#part", "?durability=normal#part"])
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "?mode=ro",
+        "?durability=fast",
+        "?busy_timeout=soon",
+        "?busy_timeout=nan",
+        "?busy_timeout=inf",
+        "?busy_timeout=-1",
+        "?mode",
+        "#part",
+        "?durability=normal#part",
+    ],
+)
 def test_url_query_that_is_not_an_option_is_refused(tmp_path: Path, tail: str) -> None:
     """Failing: the query taken as part of the file name (a file "x.db?mode=ro")."""
     with pytest.raises(ConfigurationError):
@@ -371,7 +401,9 @@ def test_read_only_search_finds_what_the_index_lags_behind(tmp_path: Path) -> No
     with memvault.open(url, mode="ro") as store:
         s = store.session("s")
         assert sorted((h.position, h.message.content) for h in s.search("melon")) == [
-            (1, "melon indexed"), (2, "melon lagging")]
+            (1, "melon indexed"),
+            (2, "melon lagging"),
+        ]
         hidden = {h.message.content for h in s.search("melon", include_hidden=True) if h.hidden}
         assert hidden == {"melon popped", "melon lagging popped"}
     with sqlite3.connect(tmp_path / "x.db") as db:
@@ -403,8 +435,7 @@ def test_a_schema_4_or_5_file_is_upgraded_in_place(tmp_path: Path, schema: int) 
         logs = {sid: [e.op for e in fresh.session(sid).log()] for sid in fresh.sessions()}
     with memvault.open(f"sqlite:///{path}") as store:
         assert list(export_sessions(store)) == expected
-        assert {sid: [e.op for e in store.session(sid).log()] for sid in store.sessions()} \
-            == logs
+        assert {sid: [e.op for e in store.session(sid).log()] for sid in store.sessions()} == logs
         ticket = store.session("support ticket #7 — café ☕")
         assert [h.message.id for h in ticket.search("after the search")] == ["l12"]
         assert {h.message.id for h in store.search("Lyon train")} == {"u1", "a1", "a3"}
@@ -414,8 +445,9 @@ def test_a_schema_4_or_5_file_is_upgraded_in_place(tmp_path: Path, schema: int) 
         assert [m.id for m in s.history()] == [m.id for m in before] + ["u9"]
         assert [e.op for e in s.log()] == logs["user-42"] + ["append"]
         assert s.pop() is not None and s.history() == before
-        assert [(h.message.id, h.hidden) for h in s.search("upgrade", include_hidden=True)] \
-            == [("u9", True)]
+        assert [(h.message.id, h.hidden) for h in s.search("upgrade", include_hidden=True)] == [
+            ("u9", True)
+        ]
         ticket.append([Message.user("closed after the upgrade", id="l13")])
         assert [h.message.id for h in ticket.search("closed")] == ["l13"]
     with sqlite3.connect(path) as db:
@@ -445,9 +477,14 @@ def test_processes_opening_one_new_file_at_once_all_get_in(tmp_path: Path) -> No
     for attempt in range(20):  # the unfixed open failed 2 runs of 2 (1 of 3 at 12)
         url = f"sqlite:///{tmp_path}/fresh-{attempt}.db"
         start = time.time() + 1.0
-        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, url, str(start),
-                                   f"s{i}"], stderr=subprocess.PIPE, text=True)
-                 for i in range(6)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AT_ONCE, url, str(start), f"s{i}"],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(6)
+        ]
         failures = [err for p in procs if (err := p.communicate(timeout=120)[1]) and p.returncode]
         assert failures == [], failures[0][-600:]
         with memvault.open(url) as store:
@@ -490,8 +527,7 @@ def file_size_limit(room: int) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("size", [1_000, 1_000_000])
-def test_a_write_the_file_size_limit_stops_names_sqlites_error(tmp_path: Path,
-                                                                size: int) -> None:
+def test_a_write_the_file_size_limit_stops_names_sqlites_error(tmp_path: Path, size: int) -> None:
     """A write that cannot grow the file is a BackendError saying why, in SQLite's
     words and extended code; nothing of it is stored, and the store takes the next
     write. A small batch fails at COMMIT; 3 MB do not fit SQLite's page cache and fail
@@ -534,15 +570,18 @@ def test_a_linear_sessions_full_view_is_one_statement(tmp_path: Path) -> None:
         assert [m.content for m in t.history(full=True)] == ["a", "c"]
         db.set_trace_callback(None)
         assert len(statements) > 3
-        db.execute("UPDATE nodes SET body = 'not json' WHERE depth = 2 AND sid = "
-                   "(SELECT sid FROM sessions WHERE name = 's')")
+        db.execute(
+            "UPDATE nodes SET body = 'not json' WHERE depth = 2 AND sid = "
+            "(SELECT sid FROM sessions WHERE name = 's')"
+        )
         with pytest.raises(memvault.CorruptRecordError) as err:
             s.history(full=True)
         assert (err.value.session_id, err.value.depth) == ("s", 2)
 
 
 def test_a_search_while_another_writer_holds_the_lock_ranks_the_new_messages(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A read-write search first indexes the messages appended since the last one, a
     write. While another connection holds the write lock (past busy_timeout), it
     does not wait or fail: like a read-only store, it ranks those messages beside
@@ -554,25 +593,38 @@ def test_a_search_while_another_writer_holds_the_lock_ranks_the_new_messages(
     (A behaviour change: this test pinned the error before.)"""
     path = tmp_path / "x.db"
     url = f"sqlite:///{path}"
-    words = {"s": ["fig pear", "fig", "fig fig pear apple", "pear", "apple fig"],
-             "t": ["pear pear fig", "apple", "fig", "pear fig fig"]}
+    words = {
+        "s": ["fig pear", "fig", "fig fig pear apple", "pear", "apple fig"],
+        "t": ["pear pear fig", "apple", "fig", "pear fig fig"],
+    }
     with memvault.open(url, busy_timeout=0.2) as store:
         # 300 rows and 27,000 tokens indexed: totals FTS5 keeps as varints of 2 and 3
         # bytes; "fig" common (its idf clamped), "pear" and "apple" rare
-        store.session("bulk").append([Message.user(" ".join(["filler"] * 88 + ["fig"] * (
-            i % 3))) for i in range(300)])
+        store.session("bulk").append(
+            [Message.user(" ".join(["filler"] * 88 + ["fig"] * (i % 3))) for i in range(300)]
+        )
         for name, bodies in words.items():
             store.session(name).append([Message.user(b) for b in bodies[:2]])
         store.search("fig")  # indexes the first two of each
         for name, bodies in words.items():
             store.session(name).append([Message.user(b) for b in bodies[2:]])
-        queries = [("fig pear", None), ("fig pear apple", None), ("apple", None),
-                   ("pear fig", ["s"]), ("fig", ["t", "s"])]
+        queries = [
+            ("fig pear", None),
+            ("fig pear apple", None),
+            ("apple", None),
+            ("pear fig", ["s"]),
+            ("fig", ["t", "s"]),
+        ]
 
         def answers(read: memvault.Store) -> list[list[tuple[str, str, float]]]:
-            return [[(h.session_id, h.message.id, h.score)
-                     for h in read.search(query, k=k, sessions=sessions)]
-                    for query, sessions in queries for k in (1, 3, 10)]
+            return [
+                [
+                    (h.session_id, h.message.id, h.score)
+                    for h in read.search(query, k=k, sessions=sessions)
+                ]
+                for query, sessions in queries
+                for k in (1, 3, 10)
+            ]
 
         blocker = sqlite3.connect(path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
@@ -584,12 +636,10 @@ def test_a_search_while_another_writer_holds_the_lock_ranks_the_new_messages(
             blocker.execute("ROLLBACK")
             blocker.close()
         with sqlite3.connect(path) as db:  # nothing indexed yet
-            assert db.execute("SELECT count(*) FROM sessions WHERE pending <> 0"
-                              ).fetchone()[0] == 2
+            assert db.execute("SELECT count(*) FROM sessions WHERE pending <> 0").fetchone()[0] == 2
         assert answers(store) == locked  # the first search indexes them
         with sqlite3.connect(path) as db:
-            assert db.execute("SELECT count(*) FROM sessions WHERE pending <> 0"
-                              ).fetchone()[0] == 0
+            assert db.execute("SELECT count(*) FROM sessions WHERE pending <> 0").fetchone()[0] == 0
     assert locked[-1] and all(len(a) == len({(h[0], h[1]) for h in a}) for a in locked)
 
 
@@ -603,15 +653,17 @@ def test_a_read_of_a_damaged_file_names_sqlites_error(tmp_path: Path) -> None:
         db.execute("ALTER TABLE sessions RENAME COLUMN expires_at TO gone")
     named = " (SQLITE_ERROR)" if sys.version_info >= (3, 11) else ""
     with memvault.open(f"sqlite:///{path}") as store:
-        for read in (store.session("s").info, store.session("s").history,
-                     lambda: store.sessions_page(10)):
+        for read in (
+            store.session("s").info,
+            store.session("s").history,
+            lambda: store.sessions_page(10),
+        ):
             with pytest.raises(memvault.BackendError) as err:
                 read()
             assert str(err.value) == f"SQLite failed: no such column: expires_at{named}"
 
 
-def test_opening_a_new_file_waits_busy_timeout_for_the_lock_wal_needs(
-        tmp_path: Path) -> None:
+def test_opening_a_new_file_waits_busy_timeout_for_the_lock_wal_needs(tmp_path: Path) -> None:
     """Switching a new file to WAL takes a lock SQLite does not wait for: while another
     connection holds it, the open retries for busy_timeout, getting in when it is
     released in time, else BackendUnavailableError once busy_timeout has passed (not

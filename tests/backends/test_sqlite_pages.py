@@ -30,37 +30,65 @@ DATA = Path(__file__).parents[1] / "data"
 def position(info: SessionInfo, order: str) -> tuple[Any, str]:
     """What ``order`` compares, then the id (a session that never expires last)."""
     never = datetime.max.replace(tzinfo=info.created_at.tzinfo)
-    key = {"id": 0, "version": info.version, "length": info.length,
-           "updated": info.updated_at, "expires": info.expires_at or never}[order]
+    key = {
+        "id": 0,
+        "version": info.version,
+        "length": info.length,
+        "updated": info.updated_at,
+        "expires": info.expires_at or never,
+    }[order]
     return key, info.session_id
 
 
-def expected(infos: list[SessionInfo], order: str, descending: bool, match: str,
-             after: SessionInfo | None, limit: int) -> list[SessionInfo]:
+def expected(
+    infos: list[SessionInfo],
+    order: str,
+    descending: bool,
+    match: str,
+    after: SessionInfo | None,
+    limit: int,
+) -> list[SessionInfo]:
     """The page the model gives: the live sessions (their info() now), filtered,
     sorted, after the previous page's last session as it was listed."""
-    chosen = sorted((i for i in infos if match in i.session_id),
-                    key=lambda i: position(i, order), reverse=descending)
+    chosen = sorted(
+        (i for i in infos if match in i.session_id),
+        key=lambda i: position(i, order),
+        reverse=descending,
+    )
     if after is not None:
         start = position(after, order)
-        chosen = [i for i in chosen
-                  if (position(i, order) < start if descending else position(i, order) > start)]
+        chosen = [
+            i
+            for i in chosen
+            if (position(i, order) < start if descending else position(i, order) > start)
+        ]
     return chosen[:limit]
 
 
-def walk_exactly(store: Any, ids: Callable[[], list[str]], size: int, order: str,
-                 descending: bool, match: str = "",
-                 between: Callable[[], object] = lambda: None) -> None:
+def walk_exactly(
+    store: Any,
+    ids: Callable[[], list[str]],
+    size: int,
+    order: str,
+    descending: bool,
+    match: str = "",
+    between: Callable[[], object] = lambda: None,
+) -> None:
     """Walk every page of ``size``; each must be the model's page from the same
     cursor, over the sessions ``ids()`` names as they are when it is read.
     ``between()`` runs after each page but the last (writes during the walk)."""
     cursor, last, pages = None, None, 0
     while True:
-        page = store.sessions_page(size, cursor=cursor, order=order, descending=descending,
-                                   match=match)
+        page = store.sessions_page(
+            size, cursor=cursor, order=order, descending=descending, match=match
+        )
         infos = [i for sid in ids() if (i := store.session(sid).info())]
-        assert page.sessions == expected(infos, order, descending, match, last, size), \
-            (order, descending, match, pages)
+        assert page.sessions == expected(infos, order, descending, match, last, size), (
+            order,
+            descending,
+            match,
+            pages,
+        )
         if page.cursor is None:
             return
         cursor, last, pages = page.cursor, page.sessions[-1], pages + 1
@@ -77,7 +105,8 @@ def unsettled(path: Path) -> int:
 
 @pytest.mark.parametrize("settle_at", [8, sqlite_txn.SETTLE_AT])
 def test_every_page_is_exact_across_settled_and_unsettled_rows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settle_at: int) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settle_at: int
+) -> None:
     """Walk every order, both ways, with and without a match, while writes between
     pages unsettle rows, cross the cap (settling them all), fork, delete, pop and
     trim sessions (some summarized, some with a TTL): each page equals the model's
@@ -87,12 +116,15 @@ def test_every_page_is_exact_across_settled_and_unsettled_rows(
     path = tmp_path / "x.db"
     rng = random.Random(settle_at)
     url = f"sqlite:///{path}"
-    with memvault.open(url, durability="normal") as store, \
-            memvault.open(url, durability="normal", ttl=3600) as ttl_store:
+    with (
+        memvault.open(url, durability="normal") as store,
+        memvault.open(url, durability="normal", ttl=3600) as ttl_store,
+    ):
         names = [f"s{i:03}" for i in range(settle_at + 40)]
         for i, sid in enumerate(names):  # created settled, lengths and versions tied
             (ttl_store if i % 5 == 0 else store).session(sid).append(
-                [Message.user(f"{sid}-{k}") for k in range(1 + i % 3)])
+                [Message.user(f"{sid}-{k}") for k in range(1 + i % 3)]
+            )
         for sid in names[::7]:  # summaries: a length that is not the chain's
             s = store.session(sid)
             s.append([Message.user("a"), Message.user("b")])
@@ -183,8 +215,12 @@ def test_pages_while_two_processes_append(tmp_path: Path) -> None:
     with memvault.open(url, durability="normal") as store:
         for k in range(300):
             store.session(f"w{k:03}").append([Message.user("first")])
-        writers = [subprocess.Popen([sys.executable, "-c", _WRITER, url, tag, "3"],
-                                    stdout=subprocess.PIPE, text=True) for tag in ("p", "q")]
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _WRITER, url, tag, "3"], stdout=subprocess.PIPE, text=True
+            )
+            for tag in ("p", "q")
+        ]
         walks = 0
         while any(w.poll() is None for w in writers) or walks < 2:
             for order in ORDERS:
@@ -227,8 +263,7 @@ def test_a_schema_6_file_is_upgraded_and_pages_by_its_keys(tmp_path: Path) -> No
             for order in ORDERS:
                 for descending in (False, True):
                     walk_exactly(store, store.sessions, 1, order, descending)
-            store.session("user-42-retry").append([Message.user(f"more {k}")
-                                                   for k in range(4)])
+            store.session("user-42-retry").append([Message.user(f"more {k}") for k in range(4)])
         assert unsettled(path) == 1
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 7

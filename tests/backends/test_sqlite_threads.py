@@ -23,8 +23,7 @@ from tests.support.forking import exit_code, run_in_child, start_child
 def open_files(path: Path) -> int:
     """This process's open files that are the database or its -wal / -shm."""
     fds = Path("/proc/self/fd")
-    return sum(1 for fd in fds.iterdir()
-               if os.path.realpath(fd).startswith(str(path.resolve())))
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd).startswith(str(path.resolve())))
 
 
 @contextmanager
@@ -37,6 +36,7 @@ def holding(store: memvault.Store, threads: int = 1) -> Iterator[None]:
         store.session("s").info()
         started.wait()
         done.wait()
+
     holders = [threading.Thread(target=hold) for _ in range(threads)]
     for holder in holders:
         holder.start()
@@ -58,8 +58,9 @@ def test_a_threads_connection_is_closed_when_the_thread_ends(tmp_path: Path) -> 
         before = open_files(path)
         after_one = 0
         for n in range(20):
-            worker = threading.Thread(target=session.append,
-                                      args=([{"role": "user", "content": f"thread {n}"}],))
+            worker = threading.Thread(
+                target=session.append, args=([{"role": "user", "content": f"thread {n}"}],)
+            )
             worker.start()
             worker.join()
             after_one = after_one or open_files(path)
@@ -112,8 +113,12 @@ def test_closing_the_store_under_running_calls_does_not_crash(tmp_path: Path) ->
     when its call is done with it."""
     for attempt in range(3):
         db = tmp_path / f"c{attempt}.db"
-        done = subprocess.run([sys.executable, "-c", CLOSE_UNDER_READERS, f"sqlite:///{db}"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", CLOSE_UNDER_READERS, f"sqlite:///{db}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]
 
 
@@ -125,12 +130,14 @@ def counting_connects(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     def counted(*args: object, **kwargs: object) -> sqlite3.Connection:
         opened.append(os.getpid())
         return connect(*args, **kwargs)  # type: ignore[arg-type]
+
     monkeypatch.setattr(sqlite3, "connect", counted)
     return opened
 
 
 def test_a_new_thread_takes_the_connection_of_one_that_ended(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Opening a connection costs ~0.2 ms and its statements compiled again: threads
     that come and go one after the other share one."""
     with memvault.open(f"sqlite:///{tmp_path / 'c.db'}") as store:
@@ -138,8 +145,9 @@ def test_a_new_thread_takes_the_connection_of_one_that_ended(
         session.append([{"role": "user", "content": "from the main thread"}])
         opened = counting_connects(monkeypatch)
         for n in range(20):
-            worker = threading.Thread(target=session.append,
-                                      args=([{"role": "user", "content": f"thread {n}"}],))
+            worker = threading.Thread(
+                target=session.append, args=([{"role": "user", "content": f"thread {n}"}],)
+            )
             worker.start()
             worker.join()
         assert len(opened) == 1
@@ -161,6 +169,7 @@ def test_a_read_left_open_by_an_ended_thread_is_not_lent_again(tmp_path: Path) -
             db = backend._connect()  # type: ignore[attr-defined]
             db.execute("BEGIN")
             db.execute("SELECT count(*) FROM sessions").fetchone()
+
         worker = threading.Thread(target=stuck)
         worker.start()
         worker.join()
@@ -174,29 +183,32 @@ def test_a_read_left_open_by_an_ended_thread_is_not_lent_again(tmp_path: Path) -
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_opens_its_own_connection(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The parent's idle connections are not lent to a thread of a forked child
     (SQLite's connections must not cross a fork); the child's own threads, one after
     the other, share the one it opens (a worker forked from a server that opened the
     store runs its graphs there)."""
     with memvault.open(f"sqlite:///{tmp_path / 'c.db'}") as store:
         session = store.session("s")
-        worker = threading.Thread(target=session.append,
-                                  args=([{"role": "user", "content": "parent"}],))
+        worker = threading.Thread(
+            target=session.append, args=([{"role": "user", "content": "parent"}],)
+        )
         worker.start()
         worker.join()  # its connection is now idle
         opened = counting_connects(monkeypatch)
 
         def child() -> int:  # threads of its own append, on its own connection
             for n in range(3):
-                thread = threading.Thread(target=session.append,
-                                          args=([{"role": "user", "content": f"child {n}"}],))
+                thread = threading.Thread(
+                    target=session.append, args=([{"role": "user", "content": f"child {n}"}],)
+                )
                 thread.start()
                 thread.join()
             return 0 if opened == [os.getpid()] else 2
+
         assert run_in_child(child) == 0
-        assert [m.content for m in session.history()] == [
-            "parent", "child 0", "child 1", "child 2"]
+        assert [m.content for m in session.history()] == ["parent", "child 0", "child 1", "child 2"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -221,8 +233,9 @@ def test_a_forked_childs_appends_outlive_the_parents_close(tmp_path: Path, on: s
         if on == "the forking thread":
             session.append([{"role": "user", "content": text}])
         else:
-            thread = threading.Thread(target=session.append,
-                                      args=([{"role": "user", "content": text}],))
+            thread = threading.Thread(
+                target=session.append, args=([{"role": "user", "content": text}],)
+            )
             thread.start()
             thread.join()
 
@@ -239,8 +252,7 @@ def test_a_forked_childs_appends_outlive_the_parents_close(tmp_path: Path, on: s
     os.write(parent_done[1], b"1")
     assert exit_code(pid) == 0
     with memvault.open(url) as again:
-        assert [m.content for m in again.session("s").history()] == [
-            "parent", "child 1", "child 2"]
+        assert [m.content for m in again.session("s").history()] == ["parent", "child 1", "child 2"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -256,13 +268,13 @@ def test_the_parent_goes_on_after_a_forked_child_used_the_store(tmp_path: Path) 
         def child() -> int:
             session.append([{"role": "user", "content": "child"}])
             return 0
+
         assert run_in_child(child) == 0
         with memvault.open(url) as other:
             other.session("s").info()
         session.append([{"role": "user", "content": "after"}])
         with memvault.open(url) as again:
-            assert [m.content for m in again.session("s").history()] == [
-                "before", "child", "after"]
+            assert [m.content for m in again.session("s").history()] == ["before", "child", "after"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -283,13 +295,16 @@ def test_a_child_forked_inside_a_transaction_refuses_the_store(tmp_path: Path) -
             inside.set()
             leave.wait()
             db.execute("COMMIT")
+
         thread = threading.Thread(target=reader)
         thread.start()
         inside.wait()
 
         def child() -> int:
-            for call in (session.history,
-                         lambda: session.append([{"role": "user", "content": "child"}])):
+            for call in (
+                session.history,
+                lambda: session.append([{"role": "user", "content": "child"}]),
+            ):
                 try:
                     call()
                     return 2
@@ -297,6 +312,7 @@ def test_a_child_forked_inside_a_transaction_refuses_the_store(tmp_path: Path) -
                     if "fork" not in str(exc) or "transaction" not in str(exc):
                         return 3
             return 0
+
         try:
             assert run_in_child(child) == 0
         finally:
@@ -325,6 +341,7 @@ def test_threads_of_one_process_queue_for_the_write_lock(tmp_path: Path) -> None
                     session.append([{"role": "user", "content": f"{name} {i}"}])
                 except memvault.BackendUnavailableError as exc:
                     errors.append(f"{name} {i}: {exc}")
+
         in_threads(append_turns, [(store, f"w{k}") for k, store in enumerate([one, other] * 4)])
         assert not errors, f"{len(errors)} appends failed: {errors[:3]}"
         assert [len(one.session(f"w{k}").history()) for k in range(8)] == [200] * 8
@@ -342,9 +359,11 @@ def test_a_forked_child_has_a_write_gate_of_its_own(tmp_path: Path) -> None:
         gate = store.backend._gate  # type: ignore[attr-defined]
         gate.enter(0)
         try:
+
             def child() -> int:
                 session.append([{"role": "user", "content": "child"}])
                 return 0
+
             assert run_in_child(child) == 0
         finally:
             gate.leave()

@@ -15,8 +15,9 @@ from memvault.store import MAX_TTL
 from memvault.urls import redact
 
 
-@pytest.mark.parametrize("url", ["", "nosuch://x", "sqlite://", "sqlite:///", "memory://x",
-                                 "just-a-path.db"])
+@pytest.mark.parametrize(
+    "url", ["", "nosuch://x", "sqlite://", "sqlite:///", "memory://x", "just-a-path.db"]
+)
 def test_bad_urls(url: str) -> None:
     with pytest.raises(ConfigurationError):
         memvault.open(url)
@@ -35,10 +36,22 @@ def test_default_url_is_env_then_local_sqlite(
         assert store.options.url == "memory://"
 
 
-@pytest.mark.parametrize("options", [{"ttl": 0}, {"ttl": -1}, {"ttl": "5"}, {"ttl": float("inf")},
-                                     {"ttl": float("nan")}, {"ttl": 1e12}, {"writer": ""},
-                                     {"limits": 3}, {"durability": "sometimes"},
-                                     {"no_such_option": 1}, {"busy_timeout": -1}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"ttl": 0},
+        {"ttl": -1},
+        {"ttl": "5"},
+        {"ttl": float("inf")},
+        {"ttl": float("nan")},
+        {"ttl": 1e12},
+        {"writer": ""},
+        {"limits": 3},
+        {"durability": "sometimes"},
+        {"no_such_option": 1},
+        {"busy_timeout": -1},
+    ],
+)
 def test_bad_options(tmp_path: Path, options: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         memvault.open(f"sqlite:///{tmp_path}/x.db", **options)
@@ -78,8 +91,10 @@ def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_redact_hides_passwords() -> None:
     assert redact("redis://u:pw@h:1/0") == "redis://u:***@h:1/0"
-    assert redact("postgresql://u:p%40ss@h/db?sslmode=require") == \
-        "postgresql://u:***@h/db?sslmode=require"
+    assert (
+        redact("postgresql://u:p%40ss@h/db?sslmode=require")
+        == "postgresql://u:***@h/db?sslmode=require"
+    )
     assert redact("sqlite:///x.db") == "sqlite:///x.db"
     # an unencoded "/" in a password, but a port before a path keeps the URL readable
     assert redact("redis://:pw/x@h:1/0") == "redis://:***@h:1/0"
@@ -88,10 +103,15 @@ def test_redact_hides_passwords() -> None:
     assert repr(store) == "Store('memory://')"
 
 
-@pytest.mark.parametrize(("url", "backend"), [
-    ("memory://", "the memory store"), ("sqlite:///{tmp}/x.db", "SQLite"),
-    ("redis://127.0.0.1:1/0", "Redis"), ("postgresql://u@127.0.0.1:1/x", "PostgreSQL"),
-])
+@pytest.mark.parametrize(
+    ("url", "backend"),
+    [
+        ("memory://", "the memory store"),
+        ("sqlite:///{tmp}/x.db", "SQLite"),
+        ("redis://127.0.0.1:1/0", "Redis"),
+        ("postgresql://u@127.0.0.1:1/x", "PostgreSQL"),
+    ],
+)
 def test_one_refusal_for_an_unknown_option(tmp_path: Path, url: str, backend: str) -> None:
     """Every backend refuses an option it does not take in the same words, before any
     file or connection is made."""
@@ -103,12 +123,14 @@ def test_one_refusal_for_an_unknown_option(tmp_path: Path, url: str, backend: st
         with pytest.raises(ConfigurationError) as err:
             memvault.open(f"{url}?colour=blue")
         assert str(err.value).startswith(
-            f"{url}?colour=blue: unsupported option 'colour'; {backend} takes")
+            f"{url}?colour=blue: unsupported option 'colour'; {backend} takes"
+        )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_backend_bug_raising_type_error_is_not_called_an_option(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """A TypeError from inside a backend is that backend's bug, shown as it is, not
     an 'unsupported option' (the message is not parsed for the word "argument")."""
     from memvault.backends import sqlite

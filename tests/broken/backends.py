@@ -53,16 +53,25 @@ class _OverwritingTxn:
         self._txn._db.executemany(
             "INSERT OR REPLACE INTO nodes (id, sid, node, parent, depth, msg_id, body)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(rowid_of(row.key, n.node), row.key, n.node, n.parent, n.depth, n.msg_id, n.body)
-             for n in nodes])
+            [
+                (rowid_of(row.key, n.node), row.key, n.node, n.parent, n.depth, n.msg_id, n.body)
+                for n in nodes
+            ],
+        )
 
 
 class ReadModifyWriteAppend(SqliteBackend):
     """Append as read, then write what was read plus the new messages, in two steps:
     concurrent writers overwrite each other's turns."""
 
-    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               expect_message: str | None, w: Write) -> int:
+    def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> int:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, w.now)
             stored = txn.stored_ids(row, [r.id for r in records]) if row else set()
@@ -82,8 +91,9 @@ class DecoderHidesMismatch(SqliteBackend):
     """A reader that returns an empty history when a record is not in the format it
     expects (the pickle/format drift bug), instead of raising."""
 
-    def history(self, session_id: str, last: int | None, now: float,
-                full: bool = False) -> list[Stored]:
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         stored = super().history(session_id, last, now, full)
         for _, body in stored:
             try:
@@ -113,8 +123,9 @@ class SnapshotTtlNotRefreshed(MemoryBackend):
         return snap
 
     def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
-        return [s for s in super().snapshots(session_id, now)
-                if not self._gone(session_id, s.name, now)]
+        return [
+            s for s in super().snapshots(session_id, now) if not self._gone(session_id, s.name, now)
+        ]
 
     def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
         if self._gone(session_id, name, w.now):
@@ -134,8 +145,14 @@ class AckBeforeCommit(SqliteBackend):
         self._timer: threading.Timer | None = None
         super().__init__(path, **options)
 
-    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               expect_message: str | None, w: Write) -> int:
+    def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> int:
         with self._plock:
             info = SqliteBackend.info(self, session_id, w.now)
             queued = sum(1 for p in self._pending if p[0] == session_id)
@@ -191,5 +208,8 @@ class RedisRepliesLeftOnConnection(AsyncRedisBackend):
 
     def __init__(self, url: str, **options: Any) -> None:
         config = settings(url, **options)
-        super().__init__(dataclasses.replace(
-            config, client={**config.client, "connection_class": _KeepsCancelledReply}))
+        super().__init__(
+            dataclasses.replace(
+                config, client={**config.client, "connection_class": _KeepsCancelledReply}
+            )
+        )

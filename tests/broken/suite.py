@@ -35,8 +35,11 @@ class SqliteFile:
 
     def corrupt(self, store: Any, session_id: str, depth: int, body: str | bytes) -> None:
         with sqlite3.connect(store.backend.path) as db:
-            db.execute("UPDATE nodes SET body = ? WHERE depth = ? AND sid ="
-                       " (SELECT sid FROM sessions WHERE name = ?)", (body, depth, session_id))
+            db.execute(
+                "UPDATE nodes SET body = ? WHERE depth = ? AND sid ="
+                " (SELECT sid FROM sessions WHERE name = ?)",
+                (body, depth, session_id),
+            )
 
 
 class TestRollbackWipesSnapshots(SqliteFile, StoreContract):

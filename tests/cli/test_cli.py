@@ -15,8 +15,12 @@ def run(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memvault", *args], cwd=cwd, capture_output=True, text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=120,
+        [sys.executable, "-m", "memvault", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        timeout=120,
     )
 
 

@@ -53,8 +53,13 @@ def test_stored_text_is_printed_literally(url: str) -> None:
     """Markup-like text is shown as is; control characters come out escaped."""
     with memvault.open(url) as store:
         s = store.session(HOSTILE_ID)
-        s.append([Message.user("Use arr[i] and [bold]x[/bold]"), Message.assistant("[/x]"),
-                  Message.user("bell\x07 clear\x1b[2J csi\x9b end")])
+        s.append(
+            [
+                Message.user("Use arr[i] and [bold]x[/bold]"),
+                Message.assistant("[/x]"),
+                Message.user("bell\x07 clear\x1b[2J csi\x9b end"),
+            ]
+        )
         s.snapshot("[v1]")
         store.session("plain").append([Message.user("hi")])
     listed = cli("--url", url, "sessions")
@@ -77,15 +82,17 @@ def test_stored_text_is_printed_literally(url: str) -> None:
 def test_errors_print_urls_and_ids_literally(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/[draft]notes.db"
     memvault.open(url).close()
-    assert_one_line_error(cli("--url", url, "show", "[/x]\x1b[2J"),
-                          "[draft]notes.db", "'[/x]\\x1b[2J'")
+    assert_one_line_error(
+        cli("--url", url, "show", "[/x]\x1b[2J"), "[draft]notes.db", "'[/x]\\x1b[2J'"
+    )
 
 
 def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "memvault.backends.redis", raising=False)
     monkeypatch.setitem(sys.modules, "redis", None)
-    assert_one_line_error(cli("--url", "redis://127.0.0.1:6379/10", "sessions"),
-                          "pip install 'memvault[redis]'")
+    assert_one_line_error(
+        cli("--url", "redis://127.0.0.1:6379/10", "sessions"), "pip install 'memvault[redis]'"
+    )
 
 
 def test_json_lines_on_every_read_command(url: str) -> None:
@@ -100,8 +107,9 @@ def test_json_lines_on_every_read_command(url: str) -> None:
     assert [Message.model_validate(x["message"]).content for x in shown] == ["one", "two"]
     log = [json.loads(x) for x in cli("--url", url, "log", "a", "--json").stdout.splitlines()]
     assert [e["op"] for e in log] == ["append", "snapshot"] and "T" in log[0]["at"]
-    snaps = [json.loads(x) for x in
-             cli("--url", url, "snapshots", "a", "--json").stdout.splitlines()]
+    snaps = [
+        json.loads(x) for x in cli("--url", url, "snapshots", "a", "--json").stdout.splitlines()
+    ]
     assert [(x["name"], x["length"], x["auto"]) for x in snaps] == [("cp", 2, False)]
 
 
@@ -134,8 +142,9 @@ def test_show_marks_the_summary_and_all_shows_the_originals(tmp_path: Path) -> N
 def test_search_prints_ranked_hits_with_positions(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/x.db"
     with memvault.open(url) as store:
-        store.session("s").append([Message.user("red apple"), Message.user("green pear"),
-                                   Message.user("apple apple pie")])
+        store.session("s").append(
+            [Message.user("red apple"), Message.user("green pear"), Message.user("apple apple pie")]
+        )
     rows = cli("--url", url, "search", "s", "apple").stdout.splitlines()[1:]
     assert [r.split()[0] for r in rows] == ["3", "1"]
     lines = cli("--url", url, "search", "s", "pear", "--json").stdout.splitlines()
@@ -206,17 +215,25 @@ def test_a_terminal_gets_a_pager(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/x.db"
     with memvault.open(url) as store:
         store.session("s").append([Message.user(f"message {i}") for i in range(200)])
-    pager = (f"{sys.executable} -c \"import sys; "
-             f"sys.stdout.write('PAGED ' + str(len(sys.stdin.readlines())))\"")
+    pager = (
+        f'{sys.executable} -c "import sys; '
+        f"sys.stdout.write('PAGED ' + str(len(sys.stdin.readlines())))\""
+    )
     code, output = on_a_terminal("--url", url, "show", "s", PAGER=pager)
     assert code == 0, output
     assert b"PAGED 201" in output, output[-300:]
 
 
-@pytest.mark.parametrize("args", [
-    ["show"], ["show", "a", "--lats", "3"], ["show", "a", "--last", "abc"], ["nosuchcommand"],
-    ["show", "a", "--last", "-1"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show"],
+        ["show", "a", "--lats", "3"],
+        ["show", "a", "--last", "abc"],
+        ["nosuchcommand"],
+        ["show", "a", "--last", "-1"],
+    ],
+)
 def test_usage_errors_are_one_line(args: list[str], tmp_path: Path) -> None:
     assert_one_line_error(cli("--url", f"sqlite:///{tmp_path}/x.db", *args))
 
@@ -225,10 +242,14 @@ def test_out_of_range_last_is_refused_alike(url: str) -> None:
     with memvault.open(url) as store:
         store.session("a").append([Message.user("x")])
     for n in ("99999999999999999999", str(2**63)):
-        assert_one_line_error(cli("--url", url, "show", "a", "--last", n),
-                              "InvalidArgumentError", "last")
-        assert_one_line_error(cli("--url", url, "compact", "--yes", "--keep-events", n),
-                              "InvalidArgumentError", "keep_events")
+        assert_one_line_error(
+            cli("--url", url, "show", "a", "--last", n), "InvalidArgumentError", "last"
+        )
+        assert_one_line_error(
+            cli("--url", url, "compact", "--yes", "--keep-events", n),
+            "InvalidArgumentError",
+            "keep_events",
+        )
 
 
 def test_demo_on_memory_says_why() -> None:
@@ -266,10 +287,15 @@ memvault.cli.main()
 
 
 def test_ctrl_c_is_one_line(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", CTRL_C], cwd=tmp_path, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE,
-                            env={**os.environ, "MEMVAULT_URL": f"sqlite:///{tmp_path}/x.db"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C],
+        cwd=tmp_path,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MEMVAULT_URL": f"sqlite:///{tmp_path}/x.db"},
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
@@ -322,8 +348,9 @@ def test_compact_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
     assert b"compacting" in output and b"30/30" in output, output[-500:]
     assert b"removed 0 messages" in output
     code, output = on_a_terminal("--url", url, "compact", "--yes", "--json")
-    assert code == 0 and output.strip() == (
-        b'{"nodes":0,"events":0,"sessions":0,"vectors":0}'), output
+    assert code == 0 and output.strip() == (b'{"nodes":0,"events":0,"sessions":0,"vectors":0}'), (
+        output
+    )
     piped = cli("--url", url, "compact", "--yes", "--keep-events", "0", "--batch", "2")
     assert piped.exit_code == 0 and piped.stderr == ""
     assert piped.stdout == "removed 30 messages, 60 events, 0 expired sessions\n"
@@ -334,12 +361,20 @@ def test_compact_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
 
 def test_demo_says_it_replaces_an_earlier_run(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/demo.db"
-    first = subprocess.run([sys.executable, "-m", "memvault", "--url", url, "demo"],
-                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "50"},
-                           timeout=120)
+    first = subprocess.run(
+        [sys.executable, "-m", "memvault", "--url", url, "demo"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "50"},
+        timeout=120,
+    )
     assert first.returncode == 0, first.stderr
     assert "replaced the session" not in first.stdout
     assert "memvault rollback memvault-demo 'auto:pre-rollback@v3'" in first.stdout
-    again = subprocess.run([sys.executable, "-m", "memvault", "--url", url, "demo"],
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "memvault", "--url", url, "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0 and "replaced the session 'memvault-demo'" in again.stdout

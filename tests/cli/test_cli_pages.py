@@ -52,10 +52,16 @@ def test_text_page_says_how_to_go_on(url: str) -> None:
 
 
 def test_bad_cursor_or_order_is_one_line(url: str) -> None:
-    assert_one_line_error(cli("--url", url, "sessions", "--limit", "2", "--cursor", "junk"),
-                          "InvalidArgumentError", "cursor")
-    cursor = json.loads(cli("--url", url, "sessions", "--json", "--limit", "1")
-                        .stdout.splitlines()[-1])["cursor"]
-    assert_one_line_error(cli("--url", url, "sessions", "--limit", "2", "--cursor", cursor,
-                              "--order", "version"), "same order")
+    assert_one_line_error(
+        cli("--url", url, "sessions", "--limit", "2", "--cursor", "junk"),
+        "InvalidArgumentError",
+        "cursor",
+    )
+    cursor = json.loads(
+        cli("--url", url, "sessions", "--json", "--limit", "1").stdout.splitlines()[-1]
+    )["cursor"]
+    assert_one_line_error(
+        cli("--url", url, "sessions", "--limit", "2", "--cursor", cursor, "--order", "version"),
+        "same order",
+    )
     assert_one_line_error(cli("--url", url, "sessions", "--order", "name"), "order")

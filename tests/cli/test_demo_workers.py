@@ -30,9 +30,13 @@ def workers(pid: int) -> list[int]:
 def demo_blocked_in_a_worker(url: str, db: Path) -> Iterator[subprocess.Popen[str]]:
     """``memvault demo`` in its own process group, its first worker running and stuck
     on the write lock this test takes as soon as the demo announces that worker."""
-    proc = subprocess.Popen([sys.executable, "-m", "memvault", "--url", url, "demo"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memvault", "--url", url, "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     lock = None
     try:
         assert proc.stdout is not None

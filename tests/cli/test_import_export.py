@@ -91,8 +91,9 @@ def test_truncated_file_is_refused_and_nothing_written(tmp_path: Path) -> None:
     dst = f"sqlite:///{tmp_path}/dst.db"
     path = tmp_path / "cut.jsonl"
     path.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
-    one_line_error(cli("--url", dst, "import", str(path)), f"line {len(lines) - 1}",
-                   "'second'", "truncated")
+    one_line_error(
+        cli("--url", dst, "import", str(path)), f"line {len(lines) - 1}", "'second'", "truncated"
+    )
     with memvault.open(dst) as store:
         assert store.sessions() == []
 
@@ -113,8 +114,9 @@ def test_invalid_second_session_writes_nothing_and_retry_works(tmp_path: Path) -
     assert done.exit_code == 0 and "imported 2 sessions: 'first', 'second'" in done.stdout
 
 
-def test_failure_while_writing_leaves_nothing_behind(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_while_writing_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lines = make_two(tmp_path)
     with memvault.open(f"sqlite:///{tmp_path}/dst.db") as store:
         real = memvault.Session.append
@@ -138,8 +140,11 @@ def test_non_utf8_file_is_one_line(tmp_path: Path) -> None:
     lines = make_two(tmp_path)
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(("\n".join(lines) + "\n").encode() + b'{"type": "caf\xe9"}\n')
-    one_line_error(cli("--url", f"sqlite:///{tmp_path}/dst.db", "import", str(path)),
-                   f"line {len(lines) + 1}", "UTF-8")
+    one_line_error(
+        cli("--url", f"sqlite:///{tmp_path}/dst.db", "import", str(path)),
+        f"line {len(lines) + 1}",
+        "UTF-8",
+    )
 
 
 def test_same_session_twice_is_refused(tmp_path: Path) -> None:
@@ -147,18 +152,25 @@ def test_same_session_twice_is_refused(tmp_path: Path) -> None:
     first = lines[: next(i for i, x in enumerate(lines) if '"id":"second"' in x)]
     path = tmp_path / "twice.jsonl"
     path.write_text("\n".join(first + first) + "\n", encoding="utf-8")
-    one_line_error(cli("--url", f"sqlite:///{tmp_path}/dst.db", "import", str(path)),
-                   f"line {len(first) + 1}", "'first'", "twice")
+    one_line_error(
+        cli("--url", f"sqlite:///{tmp_path}/dst.db", "import", str(path)),
+        f"line {len(first) + 1}",
+        "'first'",
+        "twice",
+    )
 
 
-OPS = st.lists(st.one_of(
-    st.tuples(st.just("append"), st.integers(1, 3)),
-    st.tuples(st.just("pop"), st.none()),
-    st.tuples(st.just("trim"), st.integers(0, 4)),
-    st.tuples(st.just("clear"), st.none()),
-    st.tuples(st.just("snapshot"), st.none()),
-    st.tuples(st.just("rollback"), st.integers(0, 10)),
-), max_size=25)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3)),
+        st.tuples(st.just("pop"), st.none()),
+        st.tuples(st.just("trim"), st.integers(0, 4)),
+        st.tuples(st.just("clear"), st.none()),
+        st.tuples(st.just("snapshot"), st.none()),
+        st.tuples(st.just("rollback"), st.integers(0, 10)),
+    ),
+    max_size=25,
+)
 
 
 def build(store: memvault.Store, ops: list[tuple[str, Any]]) -> None:
@@ -205,11 +217,15 @@ IDS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=20
 TEXTS = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(sid=IDS, text=TEXTS)
-def test_any_text_and_id_round_trip_through_the_cli(url: str, tmp_path: Path, sid: str,
-                                                     text: str) -> None:
+def test_any_text_and_id_round_trip_through_the_cli(
+    url: str, tmp_path: Path, sid: str, text: str
+) -> None:
     """On every backend two processes share: `show --json` gives every message back
     exactly, and so do export then import (into a fresh SQLite file)."""
     folder = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example, never reused
@@ -235,8 +251,7 @@ def test_any_text_and_id_round_trip_through_the_cli(url: str, tmp_path: Path, si
 
 
 @pytest.mark.parametrize("sid", ["-0", "-x", "--json"])
-def test_an_id_that_looks_like_an_option_goes_after_double_dash(tmp_path: Path,
-                                                                sid: str) -> None:
+def test_an_id_that_looks_like_an_option_goes_after_double_dash(tmp_path: Path, sid: str) -> None:
     """Shown without "--", an id that starts with "-" is an unknown option: the one-line
     error says how to pass it. After "--" it is an id (hypothesis found "-0")."""
     url = f"sqlite:///{tmp_path}/x.db"
@@ -245,14 +260,14 @@ def test_an_id_that_looks_like_an_option_goes_after_double_dash(tmp_path: Path,
     shown = cli("--url", url, "show", "--", sid)
     assert shown.exit_code == 0 and "hi" in shown.stdout, shown.stderr
     if sid != "--json":  # a known option of show's: not an id, and no error either
-        one_line_error(cli("--url", url, "show", sid), f"No such option: {sid}",
-                       f"show -- {sid}")
+        one_line_error(cli("--url", url, "show", sid), f"No such option: {sid}", f"show -- {sid}")
 
 
 def test_import_reads_stdin(tmp_path: Path) -> None:
     text = "\n".join(make_two(tmp_path)) + "\n"
-    done = CliRunner().invoke(app, ["--url", f"sqlite:///{tmp_path}/dst.db", "import", "-"],
-                              input=text)
+    done = CliRunner().invoke(
+        app, ["--url", f"sqlite:///{tmp_path}/dst.db", "import", "-"], input=text
+    )
     assert done.exit_code == 0 and "imported 2 sessions: 'first', 'second'" in done.stdout
 
 
@@ -268,5 +283,4 @@ def test_export_reads_snapshots_on_every_backend(url: str, tmp_path: Path) -> No
     assert cli("--url", dst, "import", str(dump(tmp_path, url))).exit_code == 0
     with memvault.open(url) as a, memvault.open(dst) as b:
         assert contents(b) == contents(a)
-        assert [m.content for m in b.session("s").fork("t", at="trimmed").history()] == [
-            "b", "c"]
+        assert [m.content for m in b.session("s").fork("t", at="trimmed").history()] == ["b", "c"]

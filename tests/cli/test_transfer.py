@@ -65,8 +65,10 @@ def test_summaries_travel_with_their_originals(any_store_url: str) -> None:
 
 
 def test_committed_export_matches_the_committed_sqlite_baseline(tmp_path: Path) -> None:
-    with memvault.open(f"sqlite:///{tmp_path}/x.db") as imported, \
-            memvault.open("memory://") as replayed:
+    with (
+        memvault.open(f"sqlite:///{tmp_path}/x.db") as imported,
+        memvault.open("memory://") as replayed,
+    ):
         import_sessions(imported, (DATA / "baseline.jsonl").read_text("utf-8").splitlines())
         baseline_flow(replayed)
         assert contents(imported) == contents(replayed)
@@ -81,15 +83,23 @@ def test_import_refuses_an_existing_session_and_writes_nothing() -> None:
         assert target.sessions() == ["user-42-retry"]
 
 
-@pytest.mark.parametrize(("line", "error"), [
-    ('{"type": "message", "message": {}}', "line 1: a session line must come first"),
-    ('{"type": "session", "id": "s", "format": 9}', "line 1: unsupported format 9"),
-    ('{"type": "session", "id": "s", "format": 1}\n{"type": "history", "messages": ["x"]}',
-     "line 2: message 'x' is not defined"),
-    ('{"type": "session", "id": "s", "format": 1}\nnot json', "line 2"),
-    ('{"type": "session", "id": "s", "format": 1}\n'
-     '{"type": "message", "message": {"role": "wizard", "content": "x"}}', "line 2"),
-])
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ('{"type": "message", "message": {}}', "line 1: a session line must come first"),
+        ('{"type": "session", "id": "s", "format": 9}', "line 1: unsupported format 9"),
+        (
+            '{"type": "session", "id": "s", "format": 1}\n{"type": "history", "messages": ["x"]}',
+            "line 2: message 'x' is not defined",
+        ),
+        ('{"type": "session", "id": "s", "format": 1}\nnot json', "line 2"),
+        (
+            '{"type": "session", "id": "s", "format": 1}\n'
+            '{"type": "message", "message": {"role": "wizard", "content": "x"}}',
+            "line 2",
+        ),
+    ],
+)
 def test_malformed_import_names_the_line(line: str, error: str) -> None:
     with memvault.open("memory://") as store:
         with pytest.raises(InvalidMessageError, match=error):
@@ -120,8 +130,15 @@ def test_each_test_gets_its_own_copy(seeded_store: Any) -> None:
 def test_seeded_from_sqlite_keeps_the_baseline_file_unchanged(seeded_store: Any) -> None:
     digest = hashlib.sha256((DATA / "baseline.sqlite").read_bytes()).hexdigest()
     s = seeded_store.session("user-42")
-    assert [e.op for e in s.log()] == ["append", "append", "snapshot", "append", "rollback",
-                                       "append", "snapshot"]
+    assert [e.op for e in s.log()] == [
+        "append",
+        "append",
+        "snapshot",
+        "append",
+        "rollback",
+        "append",
+        "snapshot",
+    ]
     assert [m.id for m in s.history()] == ["sys", "u1", "a1", "t1", "a3"]
     s.rollback("auto:pre-rollback@v3")
     assert [m.id for m in s.history()][-2:] == ["a2", "t2"]
@@ -131,15 +148,15 @@ def test_seeded_from_sqlite_keeps_the_baseline_file_unchanged(seeded_store: Any)
 
 
 @pytest.mark.memvault_seed("../data/baseline.sqlite")
-def test_sqlite_and_jsonl_seeds_hold_the_same_conversations(seeded_store: Any,
-                                                            tmp_path: Path) -> None:
+def test_sqlite_and_jsonl_seeds_hold_the_same_conversations(
+    seeded_store: Any, tmp_path: Path
+) -> None:
     with memvault.open(f"sqlite:///{tmp_path}/j.db") as from_jsonl:
         import_sessions(from_jsonl, (DATA / "baseline.jsonl").open(encoding="utf-8"))
         assert contents(from_jsonl) == contents(seeded_store)
 
 
-def test_seeded_store_without_a_baseline_says_how_to_give_one(
-        pytester: pytest.Pytester) -> None:
+def test_seeded_store_without_a_baseline_says_how_to_give_one(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(seeded_store):\n    pass\n")
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)

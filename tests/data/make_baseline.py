@@ -23,19 +23,45 @@ T0 = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 def run(store: memvault.Store) -> None:
     s = store.session("user-42")
-    s.append([Message.system("You are a travel agent.", id="sys", created_at=T0),
-              Message.user("My name is Wang; book me a train to Lyon.", id="u1", created_at=T0)])
-    s.append([Message.assistant(None, id="a1", created_at=T0, tool_calls=[
-                  ToolCall(id="call-1", name="search_trains", arguments='{"to": "Lyon"}')]),
-              Message.tool('{"trains": ["08:12", "10:40"]}', id="t1", tool_call_id="call-1",
-                           created_at=T0)])
+    s.append(
+        [
+            Message.system("You are a travel agent.", id="sys", created_at=T0),
+            Message.user("My name is Wang; book me a train to Lyon.", id="u1", created_at=T0),
+        ]
+    )
+    s.append(
+        [
+            Message.assistant(
+                None,
+                id="a1",
+                created_at=T0,
+                tool_calls=[
+                    ToolCall(id="call-1", name="search_trains", arguments='{"to": "Lyon"}')
+                ],
+            ),
+            Message.tool(
+                '{"trains": ["08:12", "10:40"]}', id="t1", tool_call_id="call-1", created_at=T0
+            ),
+        ]
+    )
     s.snapshot("before-booking")
-    s.append([Message.assistant("Booked the 08:12.", id="a2", created_at=T0),
-              Message.tool("ERROR 500 \x00 garbage", id="t2", tool_call_id="call-2",
-                           created_at=T0)])
+    s.append(
+        [
+            Message.assistant("Booked the 08:12.", id="a2", created_at=T0),
+            Message.tool("ERROR 500 \x00 garbage", id="t2", tool_call_id="call-2", created_at=T0),
+        ]
+    )
     s.rollback("before-booking")
-    s.append([Message.assistant("Which train do you prefer, Wang?", id="a3", created_at=T0,
-                                metadata={"model": "m-1", "usage": {"in": 41, "out": 9}})])
+    s.append(
+        [
+            Message.assistant(
+                "Which train do you prefer, Wang?",
+                id="a3",
+                created_at=T0,
+                metadata={"model": "m-1", "usage": {"in": 41, "out": 9}},
+            )
+        ]
+    )
     s.snapshot("asked")
     s.fork("user-42-retry", at="before-booking")
     other = store.session("support ticket #7 — café ☕")
@@ -50,7 +76,8 @@ def searched(store: memvault.Store) -> None:
     by its session's pending from schema 6)."""
     store.search("Lyon")
     store.session("support ticket #7 — café ☕").append(
-        [Message.user("line after the search", id="l12", created_at=T0)])
+        [Message.user("line after the search", id="l12", created_at=T0)]
+    )
 
 
 def main(name: str = "baseline.sqlite") -> None:
@@ -61,7 +88,8 @@ def main(name: str = "baseline.sqlite") -> None:
         run(store)
         if name == "baseline.sqlite":
             (HERE / "baseline.jsonl").write_text(
-                "".join(line + "\n" for line in export_sessions(store)), encoding="utf-8")
+                "".join(line + "\n" for line in export_sessions(store)), encoding="utf-8"
+            )
         else:
             searched(store)
     import sqlite3

@@ -40,8 +40,10 @@ def test_every_adapter_builds_from_a_url_with_and_closes_on_leaving(tmp_path: Pa
         saver.put(CONFIG, empty_checkpoint(), {}, {})
     with pytest.raises(BackendUnavailableError, match="closed"):
         saver.put(CONFIG, empty_checkpoint(), {}, {})
-    with pytest.raises(ConfigurationError, match="async"), \
-            MemvaultSession.from_conn_string("agent", url):
+    with (
+        pytest.raises(ConfigurationError, match="async"),
+        MemvaultSession.from_conn_string("agent", url),
+    ):
         pass
     assert stored(url) == {"chat": 1, "langgraph:t1": 1}
 
@@ -51,9 +53,11 @@ def test_every_adapter_builds_from_a_url_with_async_with(tmp_path: Path) -> None
 
     async def main() -> None:
         async with MemvaultSession.from_conn_string(
-                "agent", url, session_settings={"limit": 1}) as session:
-            await session.add_items([{"role": "user", "content": "a"},
-                                     {"role": "user", "content": "b"}])
+            "agent", url, session_settings={"limit": 1}
+        ) as session:
+            await session.add_items(
+                [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+            )
             assert await session.get_items() == [{"role": "user", "content": "b"}]
         with pytest.raises(BackendUnavailableError, match="closed"):
             await session.get_items()
@@ -98,8 +102,10 @@ def test_every_adapter_takes_open_stores_under_the_same_keywords(tmp_path: Path)
         assert [m.content for m in history.messages] == ["a", "b"]
         assert saver.get_tuple(CONFIG) is not None
         assert saver.store is store  # a saver serves every thread: it holds the store
-        for build in (lambda: MemvaultSession("s", async_store=store),  # type: ignore[arg-type]
-                      lambda: MemvaultChatMessageHistory("s", async_store=store),  # type: ignore[arg-type]
-                      lambda: MemvaultSaver(async_store=store)):  # type: ignore[arg-type]
+        for build in (
+            lambda: MemvaultSession("s", async_store=store),  # type: ignore[arg-type]
+            lambda: MemvaultChatMessageHistory("s", async_store=store),  # type: ignore[arg-type]
+            lambda: MemvaultSaver(async_store=store),
+        ):  # type: ignore[arg-type]
             with pytest.raises(ConfigurationError, match=r"async_store= must be a memvault\."):
                 build()

@@ -10,13 +10,17 @@ import pytest
 from memvault import ConfigurationError
 
 
-@pytest.mark.parametrize(("module", "framework", "extra"), [
-    ("memvault.integrations.openai_agents", "agents", "memvault[openai-agents]"),
-    ("memvault.integrations.langchain", "langchain_core", "memvault[langchain]"),
-    ("memvault.integrations.langgraph", "langgraph", "memvault[langgraph]"),
-])
+@pytest.mark.parametrize(
+    ("module", "framework", "extra"),
+    [
+        ("memvault.integrations.openai_agents", "agents", "memvault[openai-agents]"),
+        ("memvault.integrations.langchain", "langchain_core", "memvault[langchain]"),
+        ("memvault.integrations.langgraph", "langgraph", "memvault[langgraph]"),
+    ],
+)
 def test_a_missing_framework_raises_configuration_error_naming_the_extra(
-        monkeypatch: pytest.MonkeyPatch, module: str, framework: str, extra: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, module: str, framework: str, extra: str
+) -> None:
     # A None entry in sys.modules makes "import <framework>" raise ImportError,
     # as if the package were not installed; monkeypatch restores everything after.
     for name in [n for n in sys.modules if n == framework or n.startswith(framework + ".")]:
@@ -28,7 +32,8 @@ def test_a_missing_framework_raises_configuration_error_naming_the_extra(
 
 
 def test_the_integrations_package_imports_without_any_framework(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     for framework in ("agents", "langchain_core", "langgraph"):
         monkeypatch.setitem(sys.modules, framework, None)
     monkeypatch.delitem(sys.modules, "memvault.integrations", raising=False)

@@ -25,6 +25,7 @@ def sync_calls(graph: Any) -> Call:
     async def call(name: str, *args: Any) -> Any:
         result = getattr(graph, name)(*args)
         return list(result) if name == "get_state_history" else result
+
     return call
 
 
@@ -33,6 +34,7 @@ def async_calls(graph: Any) -> Call:
         if name == "get_state_history":
             return [s async for s in graph.aget_state_history(*args)]
         return await getattr(graph, "a" + name)(*args)
+
     return call
 
 
@@ -43,8 +45,13 @@ async def scenario(call: Call) -> list[Any]:
 
     async def look() -> Any:
         state = await call("get_state", cfg)
-        seen.append((shape(state.values.get("messages", [])), state.next,
-                     [i.value for t in state.tasks for i in t.interrupts]))
+        seen.append(
+            (
+                shape(state.values.get("messages", [])),
+                state.next,
+                [i.value for t in state.tasks for i in t.interrupts],
+            )
+        )
         return state
 
     out = await call("invoke", {"messages": [HumanMessage("weather in Paris?")]}, cfg)
@@ -55,12 +62,14 @@ async def scenario(call: Call) -> list[Any]:
     await call("invoke", {"messages": [HumanMessage("thanks")]}, cfg)
     await look()
     history = await call("get_state_history", cfg)
-    seen.append([(shape(s.values.get("messages", [])), s.next, s.metadata["step"])
-                 for s in history])
+    seen.append(
+        [(shape(s.values.get("messages", [])), s.next, s.metadata["step"]) for s in history]
+    )
     # Time travel: back to the end of the first turn, then a fork from there.
     first_turn = next(s for s in history if s.next == () and len(s.values["messages"]) == 4)
-    fork = await call("update_state", first_turn.config,
-                      {"messages": [HumanMessage("and in Rome?")]}, "tools")
+    fork = await call(
+        "update_state", first_turn.config, {"messages": [HumanMessage("and in Rome?")]}, "tools"
+    )
     await call("invoke", None, fork)
     await look()
     seen.append(len(await call("get_state_history", cfg)))
@@ -72,12 +81,15 @@ async def scenario(call: Call) -> list[Any]:
 @pytest.fixture
 def oracle_sync() -> list[Any]:
     import asyncio
+
     return asyncio.run(scenario(sync_calls(agent_graph(InMemorySaver()))))
 
 
 def test_sync_graph_behaves_as_on_langgraph_in_memory_saver(
-        any_store_url: str, oracle_sync: list[Any]) -> None:
+    any_store_url: str, oracle_sync: list[Any]
+) -> None:
     import asyncio
+
     with MemvaultSaver.from_conn_string(any_store_url) as saver:
         seen = asyncio.run(scenario(sync_calls(agent_graph(saver))))
         assert saver.store is not None
@@ -105,6 +117,7 @@ class FernetCipher:
 
     def __init__(self) -> None:
         from cryptography.fernet import Fernet
+
         self.fernet = Fernet(Fernet.generate_key())
 
     def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
@@ -116,7 +129,8 @@ class FernetCipher:
 
 
 def test_an_encrypted_serializer_round_trips_and_nothing_is_stored_in_clear(
-        any_store_url: str) -> None:
+    any_store_url: str,
+) -> None:
     from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
     serde = EncryptedSerializer(FernetCipher())
@@ -134,8 +148,7 @@ def test_an_encrypted_serializer_round_trips_and_nothing_is_stored_in_clear(
     assert "hunter2" not in dump and "aHVudGVyM" not in dump  # nor its base64
 
 
-def test_a_growing_messages_channel_stores_only_the_new_messages(
-        tmp_path: Any) -> None:
+def test_a_growing_messages_channel_stores_only_the_new_messages(tmp_path: Any) -> None:
     from tests.support.langgraph_graphs import echo_graph
 
     with MemvaultSaver.from_conn_string(f"sqlite:///{tmp_path}/t.db") as saver:
@@ -148,18 +161,24 @@ def test_a_growing_messages_channel_stores_only_the_new_messages(
         nodes = [m.metadata["langgraph"] for m in saver.store.session("langgraph:long").history()]
     assert latest is not None
     assert shape(latest.checkpoint["channel_values"]["messages"]) == [
-        (kind, f"{prefix}turn {n}", []) for n in range(6)
-        for kind, prefix in (("human", ""), ("ai", "echo: "))]
-    values = [n["values"]["messages"] for n in nodes  # type: ignore[index,call-overload]
-              if n["kind"] == "checkpoint" and "messages" in n["values"]]  # type: ignore[index,operator]
+        (kind, f"{prefix}turn {n}", [])
+        for n in range(6)
+        for kind, prefix in (("human", ""), ("ai", "echo: "))
+    ]
+    values = [
+        n["values"]["messages"]
+        for n in nodes  # type: ignore[index,call-overload]
+        if n["kind"] == "checkpoint" and "messages" in n["values"]
+    ]  # type: ignore[index,operator]
     assert sum("t" in v and "ext" not in v for v in values) == 1  # whole once, then suffixes
     assert sum("ext" in v for v in values) == 11
 
 
 def test_the_store_ttl_applies_to_the_thread(any_store_url: str) -> None:
     with MemvaultSaver.from_conn_string(any_store_url, ttl=3600) as saver:
-        agent_graph(saver).invoke({"messages": [HumanMessage("hi")]},
-                                  {"configurable": {"thread_id": "ttl"}})
+        agent_graph(saver).invoke(
+            {"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "ttl"}}
+        )
         assert saver.store is not None
         info = saver.store.session("langgraph:ttl").info()
     assert info is not None and info.expires_at is not None
@@ -174,7 +193,10 @@ def test_copy_thread_gives_an_independent_thread(any_store_url: str) -> None:
         graph.invoke(Command(resume="from b"), dst)
         assert graph.get_state(src).next == ("tools",)
         assert shape(graph.get_state(dst).values["messages"])[2] == (
-            "tool", "Paris: sunny (from b)", [])
+            "tool",
+            "Paris: sunny (from b)",
+            [],
+        )
         with pytest.raises(memvault.ConflictError):
             saver.copy_thread("a", "b")
 
@@ -208,8 +230,7 @@ def test_memvault_snapshots_and_rollback_name_checkpoints(any_store_url: str) ->
         messages = graph.get_state(cfg).values["messages"]
         with MemvaultSaver.from_conn_string(any_store_url) as fresh:  # nothing remembered
             if fresh.store is not None and not any_store_url.startswith("memory"):
-                assert shape(echo_graph(fresh).get_state(cfg).values["messages"]) == shape(
-                    messages)
+                assert shape(echo_graph(fresh).get_state(cfg).values["messages"]) == shape(messages)
     assert len(messages) == 82 and shape(messages)[-1] == ("ai", "echo: again", [])
 
 
@@ -223,15 +244,21 @@ def test_a_value_that_does_not_extend_its_parent_is_stored_whole(any_store_url: 
         cfg = {"configurable": {"thread_id": "w"}}
         for n in range(3):
             graph.invoke({"messages": [HumanMessage(f"turn {n}", id=f"h{n}")]}, cfg)
-        graph.update_state(cfg, {"messages": [RemoveMessage(id="h1"),
-                                              HumanMessage("turn 0, edited", id="h0")]})
+        graph.update_state(
+            cfg, {"messages": [RemoveMessage(id="h1"), HumanMessage("turn 0, edited", id="h0")]}
+        )
         graph.invoke({"messages": [HumanMessage("last")]}, cfg)
         got = saver.get_tuple(cfg)
     assert got is not None
     assert shape(got.checkpoint["channel_values"]["messages"]) == [
-        ("human", "turn 0, edited", []), ("ai", "echo: turn 0", []),
-        ("ai", "echo: turn 1", []), ("human", "turn 2", []), ("ai", "echo: turn 2", []),
-        ("human", "last", []), ("ai", "echo: last", [])]
+        ("human", "turn 0, edited", []),
+        ("ai", "echo: turn 0", []),
+        ("ai", "echo: turn 1", []),
+        ("human", "turn 2", []),
+        ("ai", "echo: turn 2", []),
+        ("human", "last", []),
+        ("ai", "echo: last", []),
+    ]
 
 
 def test_a_saver_sees_what_another_saver_did_to_the_thread(any_store_url: str) -> None:
@@ -248,8 +275,11 @@ def test_a_saver_sees_what_another_saver_did_to_the_thread(any_store_url: str) -
         other.invoke({"messages": [HumanMessage("three")]}, cfg)
         other.invoke({"messages": [HumanMessage("four")]}, cfg)
         assert shape(mine.get_state(cfg).values["messages"]) == [
-            ("human", "three", []), ("ai", "echo: three", []),
-            ("human", "four", []), ("ai", "echo: four", [])]
+            ("human", "three", []),
+            ("ai", "echo: three", []),
+            ("human", "four", []),
+            ("ai", "echo: four", []),
+        ]
 
 
 def test_writes_resolve_as_on_in_memory_saver(any_store_url: str) -> None:
@@ -257,14 +287,24 @@ def test_writes_resolve_as_on_in_memory_saver(any_store_url: str) -> None:
     from langgraph.checkpoint.serde.types import INTERRUPT
 
     def writes(saver: Any) -> Any:
-        cfg = saver.put({"configurable": {"thread_id": "w", "checkpoint_ns": ""}},
-                        empty_checkpoint(), {"source": "input", "step": -1}, {})
+        cfg = saver.put(
+            {"configurable": {"thread_id": "w", "checkpoint_ns": ""}},
+            empty_checkpoint(),
+            {"source": "input", "step": -1},
+            {},
+        )
         saver.put_writes(cfg, [("ch", "first"), (INTERRUPT, "ask 1")], "task-b", "b")
         saver.put_writes(cfg, [("ch", "second"), (INTERRUPT, "ask 2")], "task-b", "b")
         saver.put_writes(cfg, [("ch", "other task")], "task-a", "a")
         return saver.get_tuple(cfg).pending_writes
 
     with memvault.open(any_store_url) as store:
-        assert writes(MemvaultSaver(store)) == writes(InMemorySaver()) == [
-            ("task-a", "ch", "other task"), ("task-b", INTERRUPT, "ask 2"),
-            ("task-b", "ch", "first")]
+        assert (
+            writes(MemvaultSaver(store))
+            == writes(InMemorySaver())
+            == [
+                ("task-a", "ch", "other task"),
+                ("task-b", INTERRUPT, "ask 2"),
+                ("task-b", "ch", "first"),
+            ]
+        )

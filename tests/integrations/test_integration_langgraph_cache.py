@@ -28,18 +28,29 @@ from memvault.integrations.langgraph import MemvaultSaver
 def message(text: str) -> BaseMessage:
     if not text.startswith("ai"):
         return HumanMessage(text, id=text)
-    return AIMessage(text, id=text, additional_kwargs={"k": [text]},
-                     response_metadata={"model": "m", "usage": {"in": 1}},
-                     tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": text}])
+    return AIMessage(
+        text,
+        id=text,
+        additional_kwargs={"k": [text]},
+        response_metadata={"model": "m", "usage": {"in": 1}},
+        tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": text}],
+    )
 
 
-def args(thread: str, cid: str, texts: list[str], parent: str | None = None,
-         messages: list[BaseMessage] | None = None) -> tuple[Any, ...]:
+def args(
+    thread: str,
+    cid: str,
+    texts: list[str],
+    parent: str | None = None,
+    messages: list[BaseMessage] | None = None,
+) -> tuple[Any, ...]:
     """The arguments of a ``put`` of checkpoint ``cid`` holding ``texts`` (or ``messages``)."""
     checkpoint = empty_checkpoint()
     checkpoint["id"] = cid
-    checkpoint["channel_values"] = {"messages": messages or [message(t) for t in texts],
-                                    "n": len(texts)}
+    checkpoint["channel_values"] = {
+        "messages": messages or [message(t) for t in texts],
+        "n": len(texts),
+    }
     checkpoint["channel_versions"] = {"messages": cid, "n": cid}
     where = {"thread_id": thread, "checkpoint_ns": ""}
     if parent is not None:
@@ -47,8 +58,14 @@ def args(thread: str, cid: str, texts: list[str], parent: str | None = None,
     return {"configurable": where}, checkpoint, {"source": "loop", "step": int(cid)}, {}
 
 
-def put(saver: Any, thread: str, cid: str, texts: list[str], parent: str | None = None,
-        messages: list[BaseMessage] | None = None) -> None:
+def put(
+    saver: Any,
+    thread: str,
+    cid: str,
+    texts: list[str],
+    parent: str | None = None,
+    messages: list[BaseMessage] | None = None,
+) -> None:
     saver.put(*args(thread, cid, texts, parent, messages))
 
 
@@ -92,8 +109,7 @@ def test_mutating_what_get_tuple_returned_changes_nothing_stored(any_store_url: 
         assert read(MemvaultSaver(store), "t", "3") == mutated  # nothing remembered
 
 
-def test_editing_what_was_put_changes_nothing_a_child_is_compared_with(
-        any_store_url: str) -> None:
+def test_editing_what_was_put_changes_nothing_a_child_is_compared_with(any_store_url: str) -> None:
     # A put keeps copies of what it was given, not decodings and not the objects:
     # a graph that edits its list or its messages after the put and puts a child
     # must find that child stored as it gave it, whole where the parent differs.
@@ -132,8 +148,10 @@ def test_the_latest_checkpoint_is_the_highest_id_still_visible(any_store_url: st
             saver.put(config, checkpoint, {"source": "loop", "step": int(cid), "run_id": run}, {})
 
         def latest(ns: str = "") -> list[str | None]:
-            got = [s.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ns}})
-                   for s in (saver, MemvaultSaver(store))]  # and one that reads it all
+            got = [
+                s.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ns}})
+                for s in (saver, MemvaultSaver(store))
+            ]  # and one that reads it all
             return [t and t.config["configurable"]["checkpoint_id"] for t in got]
 
         put_in("", "2", "run-a")
@@ -179,11 +197,13 @@ def removals(store: Any, clock: Clock) -> dict[str, Callable[[], None]]:
     }
 
 
-@pytest.mark.parametrize("how", ["delete_thread by another saver", "memvault rollback",
-                                 "TTL expiry"])
+@pytest.mark.parametrize(
+    "how", ["delete_thread by another saver", "memvault rollback", "TTL expiry"]
+)
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_checkpoints_put_again_after_a_removal_read_their_new_values(
-        how: str, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    how: str, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clock = Clock()
     monkeypatch.setattr(memvault.store, "time", clock)
     url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path}/c.db"
@@ -209,8 +229,7 @@ def test_checkpoints_put_again_after_a_removal_read_their_new_values(
         assert texts(read(mine, "t", "4")) == ["x0", "x1", "ai-x", "x4"]
 
 
-def test_a_copied_thread_changed_by_another_saver_reads_its_own_values(
-        any_store_url: str) -> None:
+def test_a_copied_thread_changed_by_another_saver_reads_its_own_values(any_store_url: str) -> None:
     with memvault.open(any_store_url) as store:
         mine, other = MemvaultSaver(store), MemvaultSaver(store)
         put(mine, "a", "1", ["h1"])
@@ -225,8 +244,7 @@ def test_a_copied_thread_changed_by_another_saver_reads_its_own_values(
         assert texts(read(mine, "a", "2")) == ["h1", "ai1"]
 
 
-def test_a_saver_with_another_key_reads_nothing_another_saver_decoded(
-        any_store_url: str) -> None:
+def test_a_saver_with_another_key_reads_nothing_another_saver_decoded(any_store_url: str) -> None:
     from cryptography.fernet import InvalidToken
     from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
@@ -240,12 +258,10 @@ def test_a_saver_with_another_key_reads_nothing_another_saver_decoded(
         assert texts(read(mine, "t", "2")) == ["secret", "ai-secret"]
         with pytest.raises(InvalidToken):
             read(MemvaultSaver(store, serde=wrong), "t", "2")
-        assert texts(read(MemvaultSaver(store, serde=right), "t", "2")) == [
-            "secret", "ai-secret"]
+        assert texts(read(MemvaultSaver(store, serde=right), "t", "2")) == ["secret", "ai-secret"]
 
 
-def test_a_saver_that_just_wrote_still_sees_what_others_wrote_around_it(
-        any_store_url: str) -> None:
+def test_a_saver_that_just_wrote_still_sees_what_others_wrote_around_it(any_store_url: str) -> None:
     with memvault.open(any_store_url) as store:
         mine, other = MemvaultSaver(store), MemvaultSaver(store)
         put(mine, "t", "1", ["h1"])
@@ -253,26 +269,38 @@ def test_a_saver_that_just_wrote_still_sees_what_others_wrote_around_it(
         put(other, "t", "2", ["h1", "other"], parent="1")  # between mine's read and write
         put(mine, "t", "3", ["h1", "mine"], parent="1")
         assert texts(read(mine, "t", "2")) == ["h1", "other"]
-        other.put_writes({"configurable": {"thread_id": "t", "checkpoint_ns": "",
-                                           "checkpoint_id": "3"}}, [("ch", "w")], "task")
+        other.put_writes(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "3"}},
+            [("ch", "w")],
+            "task",
+        )
         put(mine, "t", "4", ["h1", "mine", "again"], parent="3")
-        got = mine.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "",
-                                               "checkpoint_id": "3"}})
+        got = mine.get_tuple(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "3"}}
+        )
         assert got is not None and got.pending_writes == [("task", "ch", "w")]
-        assert [t.config["configurable"]["checkpoint_id"]
-                for t in mine.list({"configurable": {"thread_id": "t"}})] == ["4", "3", "2", "1"]
+        assert [
+            t.config["configurable"]["checkpoint_id"]
+            for t in mine.list({"configurable": {"thread_id": "t"}})
+        ] == ["4", "3", "2", "1"]
 
 
 def test_a_child_put_without_reading_after_another_saver_remade_the_thread_reads_back(
-        any_store_url: str) -> None:
+    any_store_url: str,
+) -> None:
     # Two savers on two handles of one store (memory:// holds nothing across handles:
     # there both savers share one). The other saver deletes the thread and puts the
     # same checkpoint ids with the same messages, so the thread's version is again
     # what the first saver last saw; the first then puts a child of a checkpoint
     # whose stored node is gone, without reading first.
-    with memvault.open(any_store_url) as store, (
-            memvault.open(any_store_url) if not any_store_url.startswith("memory:")
-            else contextlib.nullcontext(store)) as elsewhere:
+    with (
+        memvault.open(any_store_url) as store,
+        (
+            memvault.open(any_store_url)
+            if not any_store_url.startswith("memory:")
+            else contextlib.nullcontext(store)
+        ) as elsewhere,
+    ):
         mine, other = MemvaultSaver(store), MemvaultSaver(elsewhere)
         put(mine, "t", "1", ["h1"])
         put(mine, "t", "2", ["h1", "ai1"], parent="1")
@@ -288,8 +316,11 @@ def test_a_child_put_without_reading_after_another_saver_remade_the_thread_reads
 async def test_the_same_put_without_reading_on_async_stores(any_store_url: str) -> None:
     async with MemvaultSaver.from_conn_string(any_store_url) as mine:
         shared = any_store_url.startswith("memory:")
-        async with (contextlib.nullcontext(mine) if shared
-                    else MemvaultSaver.from_conn_string(any_store_url)) as elsewhere:
+        async with (
+            contextlib.nullcontext(mine)
+            if shared
+            else MemvaultSaver.from_conn_string(any_store_url)
+        ) as elsewhere:
             other = MemvaultSaver(async_store=elsewhere.async_store)
             await mine.aput(*args("t", "1", ["h1"]))
             await mine.aput(*args("t", "2", ["h1", "ai1"], parent="1"))
@@ -298,13 +329,15 @@ async def test_the_same_put_without_reading_on_async_stores(any_store_url: str) 
             await other.aput(*args("t", "2", ["h1", "ai1"], parent="1"))
             await mine.aput(*args("t", "3", ["h1", "ai1", "h3"], parent="2"))
             got = await elsewhere.aget_tuple(
-                {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "3"}})
+                {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "3"}}
+            )
             assert got is not None
             assert texts(got.checkpoint["channel_values"]["messages"]) == ["h1", "ai1", "h3"]
 
 
 def test_a_long_thread_written_by_one_saver_reads_as_a_fresh_saver_reads_it(
-        any_store_url: str) -> None:
+    any_store_url: str,
+) -> None:
     # the writer's log of the thread is extended at each put, its indexes folded
     # many times (Grown); a fresh saver reads the whole chain at once
     with memvault.open(any_store_url) as store:
@@ -314,15 +347,26 @@ def test_a_long_thread_written_by_one_saver_reads_as_a_fresh_saver_reads_it(
             history = [*history[-3:], f"h{n}"]
             put(mine, "t", f"{n:04}", history, parent=f"{n - 1:04}" if n > 1 else None)
             if n % 7 == 0:
-                mine.put_writes({"configurable": {"thread_id": "t", "checkpoint_ns": "",
-                                                  "checkpoint_id": f"{n:04}"}},
-                                [("ch", n)], "task")
+                mine.put_writes(
+                    {
+                        "configurable": {
+                            "thread_id": "t",
+                            "checkpoint_ns": "",
+                            "checkpoint_id": f"{n:04}",
+                        }
+                    },
+                    [("ch", n)],
+                    "task",
+                )
         fresh_saver = MemvaultSaver(store)
         for n in (1, 7, 64, 65, 150, 299, 300):
             cid = f"{n:04}"
-            got, want = (saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "",
-                                                           "checkpoint_id": cid}})
-                         for saver in (mine, fresh_saver))
+            got, want = (
+                saver.get_tuple(
+                    {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}}
+                )
+                for saver in (mine, fresh_saver)
+            )
             assert got is not None and want is not None
             assert got.checkpoint == want.checkpoint and got.metadata == want.metadata
             assert got.pending_writes == want.pending_writes

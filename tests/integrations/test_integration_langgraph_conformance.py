@@ -27,5 +27,6 @@ async def test_every_capability_is_detected_and_passes(any_store_url: str) -> No
     failures = {cap: r.failures for cap, r in report.results.items() if not r.passed}
     assert failures == {}
     assert {cap for cap, r in report.results.items() if r.detected} == {
-        c.value for c in ALL_CAPABILITIES}
+        c.value for c in ALL_CAPABILITIES
+    }
     assert sum(r.tests_passed for r in report.results.values()) == 81

@@ -50,8 +50,7 @@ def run(saver: Any) -> list[Any]:
     return seen
 
 
-def test_delta_channel_reads_as_on_in_memory_saver_and_survives_prune(
-        any_store_url: str) -> None:
+def test_delta_channel_reads_as_on_in_memory_saver_and_survives_prune(any_store_url: str) -> None:
     oracle = run(InMemorySaver())
     with MemvaultSaver.from_conn_string(any_store_url) as saver:
         assert run(saver) == oracle

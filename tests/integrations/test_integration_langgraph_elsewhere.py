@@ -39,6 +39,7 @@ def other_store(url: str) -> Callable[[Callable[[MemvaultSaver], None]], None]:
     def run(write: Callable[[MemvaultSaver], None]) -> None:
         with memvault.open(url) as elsewhere:
             write(MemvaultSaver(elsewhere))
+
     return run
 
 
@@ -47,12 +48,14 @@ def other_thread(store: Any) -> Callable[[Callable[[MemvaultSaver], None]], None
         worker = threading.Thread(target=write, args=(MemvaultSaver(store),))
         worker.start()
         worker.join()
+
     return run
 
 
 def write(how: str) -> Callable[[MemvaultSaver], None]:
-    """"grow": a child of checkpoint 2; else delete the thread and make it again with
+    """ "grow": a child of checkpoint 2; else delete the thread and make it again with
     checkpoints 1 and 2 (the same ids, as many writes) holding messages ``how``1 ..."""
+
     def grow(saver: MemvaultSaver) -> None:
         put(saver, "t", "3", ["h1", "ai1", "elsewhere"], parent="2")
 
@@ -60,12 +63,14 @@ def write(how: str) -> Callable[[MemvaultSaver], None]:
         saver.delete_thread("t")
         put(saver, "t", "1", [f"{how}1"])
         put(saver, "t", "2", [f"{how}1", f"ai-{how}"], parent="1")
+
     return grow if how == "grow" else remake
 
 
 @contextmanager
-def elsewhere(where: str, backend: str, tmp_path: Path
-              ) -> Iterator[tuple[Any, Callable[[str], None]]]:
+def elsewhere(
+    where: str, backend: str, tmp_path: Path
+) -> Iterator[tuple[Any, Callable[[str], None]]]:
     """The store the reading saver uses, and a way to make a write happen elsewhere."""
     url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path}/c.db"
     root = Path(__file__).resolve().parents[2]
@@ -77,8 +82,10 @@ def elsewhere(where: str, backend: str, tmp_path: Path
         if backend == "sqlite":
             ways["another store on the file"] = other_store(url)
         if where == "another process":
+
             def run(how: str) -> None:
                 subprocess.run([sys.executable, "-c", PROCESS, url, how], cwd=root, check=True)
+
             yield store, run
             return
         if where not in ways:
@@ -86,11 +93,19 @@ def elsewhere(where: str, backend: str, tmp_path: Path
         yield store, lambda how: ways[where](write(how))
 
 
-@pytest.mark.parametrize("where", ["another saver, same thread", "another thread",
-                                   "another store on the file", "another process"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "another saver, same thread",
+        "another thread",
+        "another store on the file",
+        "another process",
+    ],
+)
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_writes_made_elsewhere_between_two_reads_are_seen(
-        where: str, backend: str, tmp_path: Path) -> None:
+    where: str, backend: str, tmp_path: Path
+) -> None:
     if where == "another process" and backend == "memory":
         pytest.skip("memory:// is per process")
     with elsewhere(where, backend, tmp_path) as (store, write):
@@ -114,7 +129,8 @@ def test_writes_made_elsewhere_between_two_reads_are_seen(
 
 
 def test_a_thread_that_expires_without_a_write_is_gone(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The reader's store has no ttl; the writer's does: the thread expires between two
     # reads with nothing written to the file.
     clock = Clock()

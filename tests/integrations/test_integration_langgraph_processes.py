@@ -50,15 +50,27 @@ TURNS = 12
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])  # memory:// is per process
 def test_two_processes_resuming_one_thread_lose_no_checkpoint(
-        backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     any_store_url = BACKENDS[backend](request, tmp_path)
     root = Path(__file__).resolve().parents[2]
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, any_store_url, name, str(TURNS),
-                                 str(tmp_path / f"{name}.json")], cwd=root)
-               for name in ("alpha", "beta")]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                any_store_url,
+                name,
+                str(TURNS),
+                str(tmp_path / f"{name}.json"),
+            ],
+            cwd=root,
+        )
+        for name in ("alpha", "beta")
+    ]
     assert [w.wait(timeout=240) for w in workers] == [0, 0]
-    put = {name: json.loads((tmp_path / f"{name}.json").read_text())
-           for name in ("alpha", "beta")}
+    put = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("alpha", "beta")}
     cfg: Any = {"configurable": {"thread_id": "shared"}}
     with MemvaultSaver.from_conn_string(any_store_url) as saver:
         listed = {t.checkpoint["id"]: t for t in saver.list(cfg)}
@@ -67,8 +79,11 @@ def test_two_processes_resuming_one_thread_lose_no_checkpoint(
     assert set(listed) == set(put["alpha"]) | set(put["beta"])
     assert len(listed) == 2 * TURNS * 3  # input, after __start__, after echo: per turn
     for name in ("alpha", "beta"):
-        said = {m.content for cid in put[name]
-                for m in listed[cid].checkpoint["channel_values"].get("messages", [])
-                if isinstance(m, HumanMessage) and m.content.startswith(name)}
+        said = {
+            m.content
+            for cid in put[name]
+            for m in listed[cid].checkpoint["channel_values"].get("messages", [])
+            if isinstance(m, HumanMessage) and m.content.startswith(name)
+        }
         assert said == {f"{name} {n}" for n in range(TURNS)}
     assert writers == {"alpha", "beta"}

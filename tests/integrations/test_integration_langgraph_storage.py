@@ -61,9 +61,18 @@ def test_300_turns_grow_linearly_and_take_a_tenth_of_sqlite_saver(tmp_path: Path
 def test_a_node_id_hashes_its_body_as_it_always_did() -> None:
     # Node ids make retries idempotent across versions of memvault: the same body
     # must give the same id (sha256 of json.dumps([body], sort_keys=True), 48 hex).
-    body = {"kind": "checkpoint", "ns": 'sub:é "q"', "id": "1f0c-01", "parent": None,
-            "run": "run-1", "checkpoint": {"t": "msgpack", "b": "QUJD"},
-            "metadata": {"t": "msgpack", "b": "REVG"},
-            "values": {"messages": {"ext": "lg-c-0", "n": 2, "t": "msgpack", "b": "R0hJ"},
-                       "count": {"at": "lg-c-0"}, "blob": {"t": "bytes", "b": ""}}}
+    body = {
+        "kind": "checkpoint",
+        "ns": 'sub:é "q"',
+        "id": "1f0c-01",
+        "parent": None,
+        "run": "run-1",
+        "checkpoint": {"t": "msgpack", "b": "QUJD"},
+        "metadata": {"t": "msgpack", "b": "REVG"},
+        "values": {
+            "messages": {"ext": "lg-c-0", "n": 2, "t": "msgpack", "b": "R0hJ"},
+            "count": {"at": "lg-c-0"},
+            "blob": {"t": "bytes", "b": ""},
+        },
+    }
     assert _digest(body) == "fa0263264f43585e9b95a4338d415bb6b25144ce40b13bc9"

@@ -35,8 +35,10 @@ def script() -> list[list[Any]]:
     return [
         [think("rs_1", "need the tool"), call("fc_1", "call_1", "add", '{"a": 1, "b": 2}')],
         [say("msg_1", "1 + 2 = 3")],
-        [call("fc_2", "call_2", "add", '{"a":3,"b":4}'), call("fc_3", "call_3", "add",
-                                                           '{"a":5,"b":6}')],
+        [
+            call("fc_2", "call_2", "add", '{"a":3,"b":4}'),
+            call("fc_3", "call_3", "add", '{"a":5,"b":6}'),
+        ],
         [say("msg_2", "7 and 11 \u200f\U0001f600\x00")],
     ]
 
@@ -75,8 +77,9 @@ async def test_the_run_is_readable_by_a_later_session_object(store: Any) -> None
     later = MemvaultSession("run-2", store)
     history = await later.async_session.history()
     assert [m.role for m in history[:4]] == ["user", "assistant", "assistant", "tool"]
-    assert history[2].tool_calls == (ToolCall(id="call_1", name="add",
-                                              arguments='{"a": 1, "b": 2}'),)
+    assert history[2].tool_calls == (
+        ToolCall(id="call_1", name="add", arguments='{"a": 1, "b": 2}'),
+    )
     assert history[3].tool_call_id == "call_1" and history[3].content == "3"
     assert history[4].content == "1 + 2 = 3"
     assert len(await later.get_items()) == len(history)
@@ -84,8 +87,9 @@ async def test_the_run_is_readable_by_a_later_session_object(store: Any) -> None
 
 @pytest.mark.parametrize("limit", [None, 0, 1, 2, 5, 6, 50, -1])
 @pytest.mark.parametrize("default", [None, 3])
-async def test_limit_semantics_are_the_sdk_sqlite_sessions(store: Any, limit: int | None,
-                                                           default: int | None) -> None:
+async def test_limit_semantics_are_the_sdk_sqlite_sessions(
+    store: Any, limit: int | None, default: int | None
+) -> None:
     settings = SessionSettings(limit=default)
     ours = MemvaultSession("lim", store, session_settings=settings)
     theirs = SQLiteSession("lim", session_settings=settings)
@@ -98,8 +102,10 @@ async def test_limit_semantics_are_the_sdk_sqlite_sessions(store: Any, limit: in
 
 async def test_pop_and_clear_behave_like_the_sdk_sqlite_session(store: Any) -> None:
     ours, theirs = MemvaultSession("pop", store), SQLiteSession("pop")
-    items = [{"role": "user", "content": "a"}, {"id": "m1", "type": "message",
-             "role": "assistant", "status": "completed", "content": []}]
+    items = [
+        {"role": "user", "content": "a"},
+        {"id": "m1", "type": "message", "role": "assistant", "status": "completed", "content": []},
+    ]
     for session in (ours, theirs):
         assert await session.pop_item() is None
         await session.add_items(items)
@@ -113,9 +119,11 @@ async def test_pop_and_clear_behave_like_the_sdk_sqlite_session(store: Any) -> N
 async def test_popped_items_added_back_are_stored_again(store: Any) -> None:
     # The SDK does this when it rewinds a turn: pop the tail, then add it back.
     session = MemvaultSession("rewind", store)
-    items = [{"role": "user", "content": "q"}, {"id": "rs_9", "type": "reasoning",
-             "summary": []}, {"id": "fc_9", "type": "function_call", "call_id": "c9",
-             "name": "f", "arguments": "{}"}]
+    items = [
+        {"role": "user", "content": "q"},
+        {"id": "rs_9", "type": "reasoning", "summary": []},
+        {"id": "fc_9", "type": "function_call", "call_id": "c9", "name": "f", "arguments": "{}"},
+    ]
     await session.add_items(items)
     popped = [await session.pop_item(), await session.pop_item()]
     assert await session.get_items() == items[:1]
@@ -128,8 +136,16 @@ async def test_popped_items_added_back_are_stored_again(store: Any) -> None:
 
 async def test_repeating_the_items_that_end_the_history_is_a_no_op(store: Any) -> None:
     session = MemvaultSession("retry", store)
-    batch = [{"role": "user", "content": "hi"}, {"id": "msg_7", "type": "message",
-             "role": "assistant", "status": "completed", "content": []}]
+    batch = [
+        {"role": "user", "content": "hi"},
+        {
+            "id": "msg_7",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [],
+        },
+    ]
     await session.add_items(batch)
     await session.add_items(batch)  # e.g. a retry after OutcomeUnknownError
     assert await session.get_items() == batch
@@ -159,8 +175,10 @@ async def test_a_concurrent_writer_does_not_make_the_append_repeat(store: Any) -
         return version
 
     session.async_session.append = append_then_another_writer  # type: ignore[method-assign]
-    batch = [{"role": "user", "content": "q"}, {"id": "msg_1", "type": "message",
-             "role": "assistant", "content": []}]
+    batch = [
+        {"role": "user", "content": "q"},
+        {"id": "msg_1", "type": "message", "role": "assistant", "content": []},
+    ]
     await session.add_items(batch)
     got = await session.get_items()
     assert got == [*batch, {"role": "user", "content": "written by another worker"}]
@@ -186,17 +204,21 @@ async def test_a_batch_repeating_an_id_is_stored_whole(store: Any) -> None:
     assert await session.get_items() == [a, b, a]
 
 
-@pytest.mark.parametrize("bad", [
-    {"role": "user", "content": ("a", "tuple")},
-    {"role": "user", "content": "x", "extra": {1, 2}},
-    {"role": "user", "content": "x", "score": float("nan")},
-    {"role": "user", "content": "x", "weights": {1: "int key"}},
-    {"role": "user", "content": b"bytes"},
-    {"role": "user", "content": "lone \ud800 surrogate"},
-    "not a mapping",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "user", "content": ("a", "tuple")},
+        {"role": "user", "content": "x", "extra": {1, 2}},
+        {"role": "user", "content": "x", "score": float("nan")},
+        {"role": "user", "content": "x", "weights": {1: "int key"}},
+        {"role": "user", "content": b"bytes"},
+        {"role": "user", "content": "lone \ud800 surrogate"},
+        "not a mapping",
+    ],
+)
 async def test_an_item_that_cannot_be_stored_exactly_raises_and_writes_nothing(
-        store: Any, bad: Any) -> None:
+    store: Any, bad: Any
+) -> None:
     session = MemvaultSession("bad", store)
     with pytest.raises(InvalidMessageError):
         await session.add_items([{"role": "user", "content": "fine"}, bad])
@@ -223,13 +245,15 @@ async def test_snapshot_rollback_and_fork(store: Any) -> None:
 
 async def test_messages_written_by_other_writers_are_read_as_items(store: Any) -> None:
     native = store.session("shared")
-    await native.append([
-        Message.system("Be brief."),
-        Message.user([{"type": "input_text", "text": "hi"}]),
-        Message.assistant(tool_calls=[ToolCall(id="c1", name="f", arguments='{"x":1}')]),
-        Message.tool("42", tool_call_id="c1"),
-        Message.assistant("done"),
-    ])
+    await native.append(
+        [
+            Message.system("Be brief."),
+            Message.user([{"type": "input_text", "text": "hi"}]),
+            Message.assistant(tool_calls=[ToolCall(id="c1", name="f", arguments='{"x":1}')]),
+            Message.tool("42", tool_call_id="c1"),
+            Message.assistant("done"),
+        ]
+    )
     session = MemvaultSession("shared", store)
     assert await session.get_items() == [
         {"role": "system", "content": "Be brief."},
@@ -238,8 +262,13 @@ async def test_messages_written_by_other_writers_are_read_as_items(store: Any) -
         {"type": "function_call_output", "call_id": "c1", "output": "42"},
         {"role": "assistant", "content": "done"},
     ]
-    await native.append([Message.assistant("text and", tool_calls=[
-        ToolCall(id="c2", name="f"), ToolCall(id="c3", name="g")])])
+    await native.append(
+        [
+            Message.assistant(
+                "text and", tool_calls=[ToolCall(id="c2", name="f"), ToolCall(id="c3", name="g")]
+            )
+        ]
+    )
     with pytest.raises(UnsupportedMessageError) as raised:
         await session.get_items()
     assert raised.value.message.tool_calls[1].id == "c3"
@@ -259,8 +288,10 @@ async def test_is_an_sdk_session_and_opens_from_a_url(tmp_path: Any) -> None:
 
 
 def test_bad_construction_is_a_configuration_error() -> None:
-    with memvault.open("memory://") as sync_store, pytest.raises(ConfigurationError,
-                                                                 match="open_async"):
+    with (
+        memvault.open("memory://") as sync_store,
+        pytest.raises(ConfigurationError, match="open_async"),
+    ):
         MemvaultSession("s", sync_store)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="unknown store URL"):
         MemvaultSession("s", "nosuch://x")

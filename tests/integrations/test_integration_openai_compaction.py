@@ -20,15 +20,18 @@ import memvault
 from memvault import InvalidMessageError
 from memvault.integrations.openai_agents import MemvaultSession
 
-COMPACTED = [{"type": "compaction", "encrypted_content": "opaque"},
-             {"role": "user", "content": "remember: Wang"}]
+COMPACTED = [
+    {"type": "compaction", "encrypted_content": "opaque"},
+    {"role": "user", "content": "remember: Wang"},
+]
 
 
 class StubResponses:
     """``client.responses``: records requests; ``during`` runs inside the call."""
 
-    def __init__(self, during: Callable[[], Awaitable[None]] | None = None,
-                 error: Exception | None = None) -> None:
+    def __init__(
+        self, during: Callable[[], Awaitable[None]] | None = None, error: Exception | None = None
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
         self.during = during
         self.error = error
@@ -48,9 +51,16 @@ def user(n: int) -> dict[str, Any]:
 
 def turn(n: int) -> list[dict[str, Any]]:
     """A user turn and the model's answer: one compaction candidate."""
-    return [user(n), {"id": f"msg_{n}", "type": "message", "role": "assistant",
-                      "status": "completed",
-                      "content": [{"type": "output_text", "text": f"a{n}", "annotations": []}]}]
+    return [
+        user(n),
+        {
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": f"a{n}", "annotations": []}],
+        },
+    ]
 
 
 @pytest.fixture
@@ -115,8 +125,11 @@ async def test_a_failed_compaction_changes_nothing(store: Any, failure: str) -> 
         started.set()
         await asyncio.Event().wait()
 
-    stub = (StubResponses(error=RuntimeError("compact failed")) if failure == "raises"
-            else StubResponses(during=hang))
+    stub = (
+        StubResponses(error=RuntimeError("compact failed"))
+        if failure == "raises"
+        else StubResponses(during=hang)
+    )
     s = session(store, stub)
     await s.add_items(turn(1) + turn(2))
     before = (await s.get_items(), await s.async_session.info())
@@ -157,18 +170,37 @@ async def test_rollback_and_pop_undo_a_compaction(store: Any) -> None:
 async def test_no_compaction_while_a_tool_call_waits(store: Any) -> None:
     stub = StubResponses()
     s = session(store, stub)
-    await s.add_items([user(1), {"type": "function_call", "call_id": "call_1", "name": "add",
-                                 "arguments": "{}", "id": "fc_1"}])
+    await s.add_items(
+        [
+            user(1),
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "add",
+                "arguments": "{}",
+                "id": "fc_1",
+            },
+        ]
+    )
     await s.run_compaction({"force": True})
     assert stub.requests == []
 
 
 async def test_limit_never_splits_a_call_from_its_output(store: Any) -> None:
     s = MemvaultSession("t", store)
-    calls = [{"type": "function_call", "call_id": f"call_{n}", "name": "add",
-              "arguments": "{}", "id": f"fc_{n}"} for n in (1, 2)]
-    outputs = [{"type": "function_call_output", "call_id": f"call_{n}", "output": str(n)}
-               for n in (1, 2)]
+    calls = [
+        {
+            "type": "function_call",
+            "call_id": f"call_{n}",
+            "name": "add",
+            "arguments": "{}",
+            "id": f"fc_{n}",
+        }
+        for n in (1, 2)
+    ]
+    outputs = [
+        {"type": "function_call_output", "call_id": f"call_{n}", "output": str(n)} for n in (1, 2)
+    ]
     await s.add_items([user(0), *calls, *outputs, user(3)])
     assert await s.get_items(limit=4) == [calls[1], outputs[1], user(3)]
     assert await s.get_items(limit=3) == [user(3)]

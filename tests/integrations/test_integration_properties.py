@@ -23,9 +23,11 @@ from memvault.integrations.openai_agents import MemvaultSession
 from tests.support import agents_fakes, langchain_fakes
 
 T = TypeVar("T")
-EXAMPLES = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                           HealthCheck.too_slow])
+EXAMPLES = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 cuts = st.lists(st.integers(min_value=1, max_value=4), max_size=8)
 
 
@@ -34,7 +36,7 @@ def batches(values: list[T], sizes: list[int]) -> Iterator[list[T]]:
     start = 0
     for size in sizes:
         if start < len(values):
-            yield values[start:start + size]
+            yield values[start : start + size]
             start += size
     if start < len(values):
         yield values[start:]
@@ -73,8 +75,11 @@ def window(items: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 
     linked = [i for i in kept if kind(i) and isinstance(i.get("call_id"), str)]
     calls = {i["call_id"] for i in linked if not str(kind(i)).endswith("_output")}
-    return [i for i in kept if not (i in linked and str(kind(i)).endswith("_output")
-                                    and i["call_id"] not in calls)]
+    return [
+        i
+        for i in kept
+        if not (i in linked and str(kind(i)).endswith("_output") and i["call_id"] not in calls)
+    ]
 
 
 def test_every_agents_item_kind_round_trips(any_store_url: str, loop: asyncio.Runner) -> None:
@@ -114,13 +119,15 @@ def test_every_langchain_message_type_round_trips_sync(any_store_url: str) -> No
             assert len(got) == len(messages)
             assert all(langchain_fakes.same(g, w) for g, w in zip(got, messages, strict=True))
             assert dump([message_to_dict(m) for m in got]) == dump(
-                [message_to_dict(m) for m in messages])
+                [message_to_dict(m) for m in messages]
+            )
 
         run()
 
 
-def test_every_langchain_message_type_round_trips_async(any_store_url: str,
-                                                        loop: asyncio.Runner) -> None:
+def test_every_langchain_message_type_round_trips_async(
+    any_store_url: str, loop: asyncio.Runner
+) -> None:
     store = open_async(loop, any_store_url)
 
     async def check(messages: list[Any], sizes: list[int]) -> None:
@@ -131,7 +138,8 @@ def test_every_langchain_message_type_round_trips_async(any_store_url: str,
         assert len(got) == len(messages)
         assert all(langchain_fakes.same(g, w) for g, w in zip(got, messages, strict=True))
         assert dump([message_to_dict(m) for m in got]) == dump(
-            [message_to_dict(m) for m in messages])
+            [message_to_dict(m) for m in messages]
+        )
 
     @EXAMPLES
     @given(langchain_fakes.message_lists, cuts)

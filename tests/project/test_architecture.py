@@ -108,7 +108,8 @@ def test_the_import_graph_has_no_cycle() -> None:
 def test_backends_import_only_low_modules() -> None:
     upward = {
         (name, dep)
-        for name, deps in graph().items() if name.startswith("memvault.backends")
+        for name, deps in graph().items()
+        if name.startswith("memvault.backends")
         for dep in deps
         if not any(dep == low or dep.startswith(low + ".") for low in BACKEND_MAY_IMPORT)
     }
@@ -156,8 +157,15 @@ def test_the_torture_command_and_its_tools_need_no_pytest() -> None:
 def test_no_doc_sends_the_reader_to_a_document_they_cannot_see() -> None:
     """The design document and the issues live outside the repository."""
     root = SRC.parent
-    texts = [root / "README.md", *sorted((root / "docs").glob("*.md")),
-             *sorted(PACKAGE.rglob("*.py")), *sorted(PACKAGE.rglob("*.sql"))]
-    cited = [str(p.relative_to(root)) for p in texts
-             if re.search(r"DESIGN\.md|the design\b|\bissue #?\d", p.read_text("utf-8"))]
+    texts = [
+        root / "README.md",
+        *sorted((root / "docs").glob("*.md")),
+        *sorted(PACKAGE.rglob("*.py")),
+        *sorted(PACKAGE.rglob("*.sql")),
+    ]
+    cited = [
+        str(p.relative_to(root))
+        for p in texts
+        if re.search(r"DESIGN\.md|the design\b|\bissue #?\d", p.read_text("utf-8"))
+    ]
     assert cited == []

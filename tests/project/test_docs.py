@@ -33,9 +33,21 @@ def test_every_contract_part_is_importable_from_the_toolkit() -> None:
 def test_every_part_and_public_name_is_documented() -> None:
     import memvault.testing as toolkit
 
-    undocumented = [name for name in toolkit.__all__ if name.endswith("Contract")
-                    and f"`{name}`" not in DOC and name not in ("AsyncStoreContract",)]
+    undocumented = [
+        name
+        for name in toolkit.__all__
+        if name.endswith("Contract")
+        and f"`{name}`" not in DOC
+        and name not in ("AsyncStoreContract",)
+    ]
     assert undocumented == []
-    for name in ("check_concurrent_appends", "dump_state", "store_snapshot", "seeded_store",
-                 "inject_faults", "check_against_model", "analyze_history"):
+    for name in (
+        "check_concurrent_appends",
+        "dump_state",
+        "store_snapshot",
+        "seeded_store",
+        "inject_faults",
+        "check_against_model",
+        "analyze_history",
+    ):
         assert name in DOC

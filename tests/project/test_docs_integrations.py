@@ -40,8 +40,8 @@ def test_the_doc_has_code_blocks() -> None:
 
 
 def test_the_doc_blocks_run_in_order_in_one_directory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     # No trace export either (the SDK reads its env switch once per process).
     monkeypatch.setattr(get_trace_provider(), "_manual_disabled", True)

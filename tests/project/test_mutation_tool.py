@@ -32,10 +32,17 @@ tool = _tool()
 def test_every_operator_makes_mutants_that_change_the_script(target: str) -> None:
     mutants = tool.catalogue(tool.TARGETS[target])
     assert {m.operator for m in mutants} >= {
-        "relational", "logical", "negation", "boolean", "arithmetic", "constant", "deletion"}
+        "relational",
+        "logical",
+        "negation",
+        "boolean",
+        "arithmetic",
+        "constant",
+        "deletion",
+    }
     texts = {f: (tool.BACKENDS / f).read_text("utf-8") for f in tool.TARGETS[target].files}
     for m in mutants:
-        assert texts[m.file][m.start:m.end] == m.original
+        assert texts[m.file][m.start : m.end] == m.original
         assert m.apply(texts[m.file]) != texts[m.file]
     assert [m.id for m in mutants] == list(range(1, len(mutants) + 1))
 
@@ -61,8 +68,9 @@ def test_every_mutant_has_a_site_of_its_own(target: str) -> None:
     sites = [m.site(texts[m.file]) for m in tool.catalogue(tool.TARGETS[target])]
     assert len(set(sites)) == len(sites)
     text = "x = 1\nif a then\n  x = 1\nend\nx = 1\n"
-    m = tool.Mutant(0, "f.lua", 3, "constant", "1", "0", text.index("1\nend"),
-                    text.index("1\nend") + 1)
+    m = tool.Mutant(
+        0, "f.lua", 3, "constant", "1", "0", text.index("1\nend"), text.index("1\nend") + 1
+    )
     assert m.site(text) == ("f.lua", "x = 1 (occurrence 2)", 4, "0")
     unique = tool.Mutant(0, "f.lua", 2, "negation", "if", "", 6, 8)
     assert unique.site(text) == ("f.lua", "if a then", 0, "")
@@ -99,57 +107,97 @@ def test_each_script_calls_its_own_functions() -> None:
     assert {script for script, _ in mine["redis_lua/write.lua"]} == {"write"}
 
 
-@pytest.mark.parametrize(("line", "mode"), [  # "|": where in the line
-    ("if FENCED then generation = tonumber(table.remove(ARGV, |1)) end", "cluster"),
-    ("local stamp = string.format('%.0f', math.max(tonumber(clock()), (tonumber(r.stamp) "
-     "or |0)", "cluster"),  # in commit
-    ("if |not row then return {clock()} end", "cluster"),  # entry(), called on a cluster
-    ("return string.format('%.0f', tonumber(t[1]) * 1000000 |+", "cluster"),  # clock()
-    ("if generation |<= fence then return {'fenced', fence} end", "cluster"),
-    ("local gone = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', '(' .. now, 'LIMIT', |0",
-     "single"),  # prune()
-    ("if expiry |== '' then expiry = NEVER end", "single"),
-    ("if |not FENCED then return run() end", None),  # the guard itself: both modes
-    ("if not FENCED then return |run() end", "single"),
-    ("local FENCED = #KEYS |== 7", None),
-    ("if #stored |== count then return {'ok', row.version} end", None),
-])
-def test_a_mutant_runs_the_tests_of_the_mode_its_code_runs_in(line: str,
-                                                              mode: str | None) -> None:
+@pytest.mark.parametrize(
+    ("line", "mode"),
+    [  # "|": where in the line
+        ("if FENCED then generation = tonumber(table.remove(ARGV, |1)) end", "cluster"),
+        (
+            "local stamp = string.format('%.0f', math.max(tonumber(clock()), (tonumber(r.stamp) "
+            "or |0)",
+            "cluster",
+        ),  # in commit
+        ("if |not row then return {clock()} end", "cluster"),  # entry(), called on a cluster
+        ("return string.format('%.0f', tonumber(t[1]) * 1000000 |+", "cluster"),  # clock()
+        ("if generation |<= fence then return {'fenced', fence} end", "cluster"),
+        (
+            "local gone = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', '(' .. now, 'LIMIT', |0",
+            "single",
+        ),  # prune()
+        ("if expiry |== '' then expiry = NEVER end", "single"),
+        ("if |not FENCED then return run() end", None),  # the guard itself: both modes
+        ("if not FENCED then return |run() end", "single"),
+        ("local FENCED = #KEYS |== 7", None),
+        ("if #stored |== count then return {'ok', row.version} end", None),
+    ],
+)
+def test_a_mutant_runs_the_tests_of_the_mode_its_code_runs_in(line: str, mode: str | None) -> None:
     target = tool.TARGETS["redis"]
     text = (tool.BACKENDS / "redis_lua/write.lua").read_text("utf-8")
     at = text.index(line.replace("|", "")) + line.index("|")
     assert tool.mode_at(tool.mode_spans(target), "redis_lua/write.lua", at) == mode
 
 
-@pytest.mark.parametrize(("file", "deleted", "keyword", "killer"), [
-    ("write.lua", "commit(row, 'append'", "TestRedis and agrees_with_the_reference_model",
-     "test_agrees_with_the_reference_model"),
-    ("hint.lua", "redis.call('ZADD', KEYS[1], 0, id)", "keeps_its_session_index_in_one_slot",
-     "test_cluster_keeps_its_session_index_in_one_slot"),
-])
-def test_a_mutant_the_tests_see_is_killed(tmp_path: Path, file: str, deleted: str,
-                                          keyword: str, killer: str) -> None:
+@pytest.mark.parametrize(
+    ("file", "deleted", "keyword", "killer"),
+    [
+        (
+            "write.lua",
+            "commit(row, 'append'",
+            "TestRedis and agrees_with_the_reference_model",
+            "test_agrees_with_the_reference_model",
+        ),
+        (
+            "hint.lua",
+            "redis.call('ZADD', KEYS[1], 0, id)",
+            "keeps_its_session_index_in_one_slot",
+            "test_cluster_keeps_its_session_index_in_one_slot",
+        ),
+    ],
+)
+def test_a_mutant_the_tests_see_is_killed(
+    tmp_path: Path, file: str, deleted: str, keyword: str, killer: str
+) -> None:
     """End to end, on a private redis-server: deleting append's commit is caught; on
     the private cluster: hint.lua's 'apply' forgetting the id order is caught."""
     mutants = tool.catalogue(tool.TARGETS["redis"])
-    victim = next(m for m in mutants if m.operator == "deletion" and m.file.endswith(file)
-                  and m.original.strip().startswith(deleted))
+    victim = next(
+        m
+        for m in mutants
+        if m.operator == "deletion"
+        and m.file.endswith(file)
+        and m.original.strip().startswith(deleted)
+    )
     out = tmp_path / "outcomes.json"
     done = subprocess.run(
-        [sys.executable, str(TOOL), "redis", "--only", str(victim.id), "-k", keyword,
-         "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(TOOL),
+            "redis",
+            "--only",
+            str(victim.id),
+            "-k",
+            keyword,
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["counts"] == {"killed": 1}
     assert report["outcomes"][0]["killer"] == killer
 
 
-@pytest.mark.parametrize(("file", "anchor", "keyword"), [
-    ("write.lua", "if op == 'append' then", "agrees_with_the_reference_model or snapshot"),
-    ("hint.lua", "if op == 'apply' then", "cluster_keeps_its_session_index or a_writer_that"),
-])
+@pytest.mark.parametrize(
+    ("file", "anchor", "keyword"),
+    [
+        ("write.lua", "if op == 'append' then", "agrees_with_the_reference_model or snapshot"),
+        ("hint.lua", "if op == 'apply' then", "cluster_keeps_its_session_index or a_writer_that"),
+    ],
+)
 def test_a_change_that_changes_nothing_survives(file: str, anchor: str, keyword: str) -> None:
     """The control: were every mutant killed by some fault of the harness (a server left
     dead, a test failing for its own reasons), a no-op mutant would be killed too; a
@@ -172,8 +220,9 @@ finally:
 print("STATUS", outcome.status, outcome.killer, outcome.why)
 print("TESTS", len(mutate._reaching(noop)))
 """
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert "STATUS survived" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert int(done.stdout.split("TESTS ")[1]) >= 2  # it ran the tests it reaches
 
@@ -196,11 +245,13 @@ def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> N
     src = "src/memvault/backends/sqlite.py"
     line = 'self._db.execute("DELETE FROM vectors WHERE key = ?", (key,))'
     assert score._sql_case(src, [line], [line.replace("DELETE FROM", "delete from")])
-    assert score._sql_case("src/memvault/backends/sqlite_txn.py", [line],
-                           [line.replace("DELETE FROM", "delete from")])
-    assert not score._sql_case("src/memvault/backends/engine.py", [line],
-                               [line.replace("DELETE FROM", "delete from")])
-    quoted = 'self._one("SELECT 1 FROM sqlite_master WHERE name = \'vectors\'")'
+    assert score._sql_case(
+        "src/memvault/backends/sqlite_txn.py", [line], [line.replace("DELETE FROM", "delete from")]
+    )
+    assert not score._sql_case(
+        "src/memvault/backends/engine.py", [line], [line.replace("DELETE FROM", "delete from")]
+    )
+    quoted = "self._one(\"SELECT 1 FROM sqlite_master WHERE name = 'vectors'\")"
     assert not score._sql_case(src, [quoted], [quoted.upper()])
     words = 'raise ConfigurationError("cannot read the store")'
     assert not score._sql_case(src, [words], [words.replace("cannot", "CANNOT")])
@@ -232,8 +283,7 @@ def test_mutmut_score_draws_the_same_sample_for_the_same_seed() -> None:
             score.draw(names, count, 7)
 
 
-def test_mutmut_score_draws_names_of_mutants_mutmut_makes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mutmut_score_draws_names_of_mutants_mutmut_makes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each drawn name is one ``mutmut run NAME`` finds: mutmut's name of a mutant of a
     function or method defined in a selected file."""
     pytest.importorskip("mutmut")
@@ -244,7 +294,12 @@ def test_mutmut_score_draws_names_of_mutants_mutmut_makes(
     for name in score.draw(names, 40, 7):
         module = name.partition(".x")[0]
         tree = ast.parse((ROOT / "src" / (module.replace(".", "/") + ".py")).read_text())
-        defined = {f"{c.name}.{f.name}" for c in tree.body if isinstance(c, ast.ClassDef)
-                   for f in c.body if isinstance(f, ast.FunctionDef)}
+        defined = {
+            f"{c.name}.{f.name}"
+            for c in tree.body
+            if isinstance(c, ast.ClassDef)
+            for f in c.body
+            if isinstance(f, ast.FunctionDef)
+        }
         defined |= {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
         assert score._function(name) in defined, name

@@ -29,7 +29,11 @@ def test_sync_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         assert store.sessions() == ["user-42", "user-42-retry"]
         # trim(keep_last=50) kept everything: no change, no event
         assert [e.op for e in store.session("user-42").log()][-4:] == [
-            "rollback", "summarize", "pop", "clear"]
+            "rollback",
+            "summarize",
+            "pop",
+            "clear",
+        ]
 
 
 def test_async_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,8 +51,12 @@ def test_the_error_tree_names_every_public_error() -> None:
     import memvault
     from memvault.integrations import _common
 
-    errors = {obj for module in (memvault, _common) for obj in vars(module).values()
-              if isinstance(obj, type) and issubclass(obj, memvault.MemvaultError)}
+    errors = {
+        obj
+        for module in (memvault, _common)
+        for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, memvault.MemvaultError)
+    }
     tree = re.search(r"```text\nMemvaultError\n(.*?)```", README.read_text(), flags=re.S)
     assert tree is not None
     assert sorted(e.__name__ for e in errors if e.__name__ not in tree.group(0)) == []

@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(url: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "memvault", "reindex", "--url", url, *args],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def stored(path: Path) -> int:
@@ -97,10 +101,25 @@ def test_cli_search_with_an_embedder_ranks_by_meaning(tmp_path: Path) -> None:
     with memvault.open(url) as store:
         store.session("s").append([Message.user("a car"), Message.user("a kitten")])
     out = subprocess.run(
-        [sys.executable, "-m", "memvault", "search", "s", "feline", "--url", url,
-         "--embedder", "tests.support.embedders:SlowConcepts", "--json"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-        text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "memvault",
+            "search",
+            "s",
+            "feline",
+            "--url",
+            url,
+            "--embedder",
+            "tests.support.embedders:SlowConcepts",
+            "--json",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert '"content":"a kitten"' in out.stdout and "a car" not in out.stdout
     assert stored(tmp_path / "s.db") == 0

@@ -39,23 +39,29 @@ def test_index_ranks_as_the_scan_on_a_random_corpus(url: str, seed: int) -> None
         s = store.session("s")
         for _ in range(30):  # about 600 messages: more than the first cut of a word's
             # postings that PostgreSQL reads (64), so it bounds the rest
-            batch = [Message.user(" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 12))))
-                     for _ in range(rng.randint(1, 40))]
+            batch = [
+                Message.user(" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 12))))
+                for _ in range(rng.randint(1, 40))
+            ]
             s.append(batch)
             if rng.random() < 0.3:
-                s.summarize(Message.system(" ".join(rng.choices(VOCABULARY, k=4))),
-                            through=batch[rng.randrange(len(batch))].id)
+                s.summarize(
+                    Message.system(" ".join(rng.choices(VOCABULARY, k=4))),
+                    through=batch[rng.randrange(len(batch))].id,
+                )
         full = s.history(full=True)
         for query in ("cat", "ant koi", "bee dog fox", "gnu hen ibis jay"):
             exact = rank(query.split(), [("s", full)], len(full))
             for k in (1, 3, 10, 70, len(full)):
                 hits = s.search(query, k=k)
                 assert [h.score for h in hits] == pytest.approx(
-                    [h.score for h in exact[:k]], rel=1e-9)
+                    [h.score for h in exact[:k]], rel=1e-9
+                )
                 for h in hits:
                     assert full[h.position - 1] == h.message
                     assert h.score == pytest.approx(
-                        next(e.score for e in exact if e.position == h.position), rel=1e-9)
+                        next(e.score for e in exact if e.position == h.position), rel=1e-9
+                    )
 
 
 def test_sqlite_ranks_with_fts5s_idf_as_documented(tmp_path: Path) -> None:
@@ -73,8 +79,12 @@ def test_sqlite_ranks_with_fts5s_idf_as_documented(tmp_path: Path) -> None:
             n = sum(term in d for d in docs)
             idf = math.log((len(docs) - n + 0.5) / (n + 0.5))
             tf = doc.count(term)
-            total += (idf if idf > 0 else 1e-6) * tf * 2.2 / (
-                tf + 1.2 * (0.25 + 0.75 * len(doc) / average))
+            total += (
+                (idf if idf > 0 else 1e-6)
+                * tf
+                * 2.2
+                / (tf + 1.2 * (0.25 + 0.75 * len(doc) / average))
+            )
         return total
 
     with memvault.open(f"sqlite:///{tmp_path}/r.db") as store:
@@ -84,7 +94,8 @@ def test_sqlite_ranks_with_fts5s_idf_as_documented(tmp_path: Path) -> None:
         for query in ("cat", "fish", "cat fish", "dog emu"):
             hits = s.search(query, k=10)
             assert [h.score for h in hits] == pytest.approx(
-                [fts5(docs[h.position - 1], query.split()) for h in hits], rel=1e-9)
+                [fts5(docs[h.position - 1], query.split()) for h in hits], rel=1e-9
+            )
         assert s.search("cat fish", k=1)[0].message.content == "dog fish"
         assert rank(["cat", "fish"], [("s", full)], 1)[0].message.content == "cat bird fish"
 
@@ -97,8 +108,14 @@ def test_equal_scores_come_by_session_then_oldest_first(any_store_url: str) -> N
     not define one for equal scores)."""
     with memvault.open(any_store_url) as store:
         for name in ("b", "a"):
-            store.session(name).append([Message.user("kiwi"), Message.user("plum"),
-                                        Message.user("kiwi"), Message.user("kiwi")])
+            store.session(name).append(
+                [
+                    Message.user("kiwi"),
+                    Message.user("plum"),
+                    Message.user("kiwi"),
+                    Message.user("kiwi"),
+                ]
+            )
         expected = [(name, at) for name in ("b", "a") for at in (1, 3, 4)]
         if any_store_url.startswith("redis"):
             expected.sort()

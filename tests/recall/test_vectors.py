@@ -32,8 +32,7 @@ def test_fuse_ranks_by_reciprocal_rank() -> None:
     semantic = [hit("m4"), hit("m2"), hit("m1")]
     fused = fuse([lexical, semantic], k=10)
     assert [h.position for h in fused] == [1, 2, 4, 3]
-    assert [h.score for h in fused] == pytest.approx(
-        [1 / 61 + 1 / 63, 2 / 62, 1 / 61, 1 / 63])
+    assert [h.score for h in fused] == pytest.approx([1 / 61 + 1 / 63, 2 / 62, 1 / 61, 1 / 63])
     assert [h.position for h in fuse([lexical, semantic], k=2)] == [1, 2]
     assert [h.position for h in fuse([[hit("m7")], [hit("m5")]], k=2)] == [7, 5]  # a tie
     assert fuse([[], []], k=3) == []
@@ -57,6 +56,7 @@ def test_callables_and_known_models_are_adapted_without_importing_them() -> None
 
     st = as_embedder(SentenceModel(), dims=2)
     assert st.name.startswith("sentence-transformers") and st.embed(["x"]).shape == (1, 2)
+
     def create(model: str, input: list[str]) -> Any:  # noqa: A002 - the OpenAI keyword
         return SimpleNamespace(data=[SimpleNamespace(embedding=[0.5] * 4) for _ in input])
 
@@ -70,10 +70,17 @@ def test_callables_and_known_models_are_adapted_without_importing_them() -> None
     with pytest.raises(ConfigurationError, match="embedder must be"):
         as_embedder(42)
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, memvault, memvault.embedders, memvault.vectors; "
-         "print(sorted(m for m in ('openai', 'sentence_transformers', 'fastembed', "
-         "'wordllama', 'numpy') if m in sys.modules))"],
-        capture_output=True, text=True, check=True).stdout.strip()
+        [
+            sys.executable,
+            "-c",
+            "import sys, memvault, memvault.embedders, memvault.vectors; "
+            "print(sorted(m for m in ('openai', 'sentence_transformers', 'fastembed', "
+            "'wordllama', 'numpy') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert loaded == "[]"
 
 
@@ -91,8 +98,7 @@ e = as_embedder("wordllama")
 v = e.embed(["the weather in Paris", "rain in France", "stock prices"])
 print(e.dims, v.shape)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["256", "(3,", "256)"]
 
@@ -108,11 +114,16 @@ def test_wordllama_ranks_by_meaning() -> None:
     subject first with no word in common."""
     with memvault.open("memory://", embedder="wordllama") as store:
         s = store.session("s")
-        s.append([Message.user("stock prices fell sharply on monday"),
-                  Message.user("it will rain in the afternoon"),
-                  Message.user("my cat sleeps on the sofa")])
-        assert s.search("weather forecast", k=1)[0].message.content == \
-            "it will rain in the afternoon"
+        s.append(
+            [
+                Message.user("stock prices fell sharply on monday"),
+                Message.user("it will rain in the afternoon"),
+                Message.user("my cat sleeps on the sofa"),
+            ]
+        )
+        assert (
+            s.search("weather forecast", k=1)[0].message.content == "it will rain in the afternoon"
+        )
 
 
 def vectors_in(path: Path) -> int:
@@ -144,6 +155,7 @@ def test_sqlite_stores_vectors_in_the_write_transaction(tmp_path: Path) -> None:
 
 def test_async_search_with_a_native_async_embedder(tmp_path: Path) -> None:
     """The async facade awaits ``aembed`` when the embedder has one."""
+
     class Async(ConceptEmbedder):
         def __init__(self) -> None:
             super().__init__()
@@ -187,16 +199,19 @@ def test_compact_keeps_a_vector_stored_while_it_sweeps(tmp_path: Path) -> None:
     query time and finds it all the same, and reindex stores it again. Failing: the
     sessions read before the vectors are listed (a fresh vector deleted)."""
     url = f"sqlite:///{tmp_path}/race.db"
-    with memvault.open(url, embedder=ConceptEmbedder()) as store, \
-            memvault.open(url, embedder=ConceptEmbedder()) as writer:
+    with (
+        memvault.open(url, embedder=ConceptEmbedder()) as store,
+        memvault.open(url, embedder=ConceptEmbedder()) as writer,
+    ):
         store.session("old").append([Message.user("a feline again")])
         store.session("old").delete()
         sessions = store.backend.sessions
 
         def write_meanwhile(now: float) -> list[str]:
             listed = sessions(now)  # the vectors are listed, the sessions not yet read
-            writer.session("new").append([Message.user("a new puppy"),
-                                          Message.user("a feline again")])
+            writer.session("new").append(
+                [Message.user("a new puppy"), Message.user("a feline again")]
+            )
             return listed
 
         store.backend.sessions = write_meanwhile  # type: ignore[method-assign]
@@ -205,9 +220,20 @@ def test_compact_keeps_a_vector_stored_while_it_sweeps(tmp_path: Path) -> None:
         hits = writer.session("new").search("cat")
         assert [h.message.content for h in hits] == ["a feline again"]
     result = subprocess.run(
-        [sys.executable, "-m", "memvault", "reindex", "--url", url,
-         "--embedder", "memvault.testing:ConceptEmbedder"],
-        capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "memvault",
+            "reindex",
+            "--url",
+            url,
+            "--embedder",
+            "memvault.testing:ConceptEmbedder",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert vectors_in(tmp_path / "race.db") == 2
 

@@ -94,8 +94,12 @@ def run_and_kill(url: str, steps: int, delay: float | None) -> list[str]:
     """Start the compacting process; let it finish ``steps`` steps, then SIGKILL it:
     at once (between two steps) or ``delay`` seconds into the next step. Returns
     the progress lines it printed."""
-    child = subprocess.Popen([sys.executable, "-c", CHILD, url, str(BATCH)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, url, str(BATCH)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdin is not None and child.stdout is not None
     lines = []
     try:
@@ -117,14 +121,19 @@ def run_and_kill(url: str, steps: int, delay: float | None) -> list[str]:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
 def test_killed_compact_leaves_every_session_whole(
-        backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     url = BACKENDS[backend](request, tmp_path)
     fill(url)
     before = readable(url)
     rng = random.Random(f"compact-crash-{backend}")
     # killed between steps 1/2, 5/6, and at random moments inside later steps
-    for steps, delay in [(1, None), (5, None), (rng.randint(2, 6), rng.uniform(0, 0.02)),
-                         (rng.randint(2, 6), rng.uniform(0, 0.02))]:
+    for steps, delay in [
+        (1, None),
+        (5, None),
+        (rng.randint(2, 6), rng.uniform(0, 0.02)),
+        (rng.randint(2, 6), rng.uniform(0, 0.02)),
+    ]:
         lines = run_and_kill(url, steps, delay)
         done = [int(line.split()[0]) for line in lines]
         assert len({line.split()[1] for line in lines}) == 1  # one total per run

@@ -28,8 +28,15 @@ TTL = 100.0
 STEPS = 150
 SEEDS = range(4)
 
-SESSIONS = ["a", "'; DROP TABLE sessions; --", "{tag}:x", "nul\x00id", "emoji 🙂",
-            "slash/and\\back", "s" * 512]
+SESSIONS = [
+    "a",
+    "'; DROP TABLE sessions; --",
+    "{tag}:x",
+    "nul\x00id",
+    "emoji 🙂",
+    "slash/and\\back",
+    "s" * 512,
+]
 WEIGHTS = [8, 5, 4, 1, 1, 1, 1]  # most operations meet on a few sessions
 NAMES = ["cp", "two", "auto:pre-rollback@v2", "名前", "x" * 256]
 TEXTS = ["hi", "", "\x00", "\u202eRTL", "🙂𝄞", "quote \" and '", "line\nbreak", "é" * 50]
@@ -60,20 +67,25 @@ class Script:
         self.count += 1
         fields: dict[str, Any] = {
             "id": f"m{self.seed}-{self.count}",
-            "created_at": datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(
-                seconds=self.count, microseconds=rng.randrange(10**6)),
+            "created_at": datetime(2026, 1, 1, tzinfo=timezone.utc)
+            + timedelta(seconds=self.count, microseconds=rng.randrange(10**6)),
         }
         kind = rng.randrange(6)
         if kind == 0:
-            return Message.assistant(tool_calls=[ToolCall(id="c1", name="f",
-                                                          arguments='{"x": 1}')], **fields)
+            return Message.assistant(
+                tool_calls=[ToolCall(id="c1", name="f", arguments='{"x": 1}')], **fields
+            )
         if kind == 1:
             return Message.tool(rng.choice(TEXTS), tool_call_id="c1", **fields)
         if kind == 2:
-            return Message.user([{"type": "text", "text": rng.choice(TEXTS)}],
-                                metadata={"n": rng.random(), "k": [1, None, True]}, **fields)
-        return Message(role=rng.choice(["user", "assistant", "system"]),
-                       content=rng.choice(TEXTS), **fields)
+            return Message.user(
+                [{"type": "text", "text": rng.choice(TEXTS)}],
+                metadata={"n": rng.random(), "k": [1, None, True]},
+                **fields,
+            )
+        return Message(
+            role=rng.choice(["user", "assistant", "system"]), content=rng.choice(TEXTS), **fields
+        )
 
     def batch(self, sid: str) -> list[Message]:
         roll, sent = self.rng.random(), self.sent.setdefault(sid, [])
@@ -102,18 +114,37 @@ class Script:
         rng = self.rng
         sid = rng.choices(SESSIONS, weights=WEIGHTS)[0]
         op = rng.choices(
-            ["append", "append_cas", "history", "info", "pop", "trim", "clear", "snapshot",
-             "snapshots", "rollback", "fork", "log", "delete", "sessions", "compact",
-             "tick"],
-            weights=[14, 4, 6, 3, 4, 2, 1, 3, 2, 3, 2, 2, 1, 1, 1, 3])[0]
+            [
+                "append",
+                "append_cas",
+                "history",
+                "info",
+                "pop",
+                "trim",
+                "clear",
+                "snapshot",
+                "snapshots",
+                "rollback",
+                "fork",
+                "log",
+                "delete",
+                "sessions",
+                "compact",
+                "tick",
+            ],
+            weights=[14, 4, 6, 3, 4, 2, 1, 3, 2, 3, 2, 2, 1, 1, 1, 3],
+        )[0]
         if op == "append":
             batch = self.batch(sid)
-            return f"append {sid!r} {[m.id for m in batch]}", \
-                lambda st, _: st.session(sid).append(batch)
+            return f"append {sid!r} {[m.id for m in batch]}", lambda st, _: st.session(sid).append(
+                batch
+            )
         if op == "append_cas":
             batch, expect = self.batch(sid), rng.randrange(4)
-            return f"append {sid!r} {[m.id for m in batch]} expect_version={expect}", \
-                lambda st, _: st.session(sid).append(batch, expect_version=expect)
+            return (
+                f"append {sid!r} {[m.id for m in batch]} expect_version={expect}",
+                lambda st, _: st.session(sid).append(batch, expect_version=expect),
+            )
         if op == "history":
             last = rng.choice([None, 0, 1, 2, 5])
             return f"history {sid!r} last={last}", lambda st, _: st.session(sid).history(last)
@@ -126,8 +157,10 @@ class Script:
         if op == "fork":
             new = rng.choice([*SESSIONS, "fork-1", "fork-2", "fork-3"])
             at = rng.choice([None, self.name(sid, new=False)])
-            return f"fork {sid!r} -> {new!r} at={at!r}", \
-                lambda st, _: st.session(sid).fork(new, at=at).history()
+            return (
+                f"fork {sid!r} -> {new!r} at={at!r}",
+                lambda st, _: st.session(sid).fork(new, at=at).history(),
+            )
         if op == "sessions":
             return "sessions", lambda st, _: st.sessions()
         if op == "compact":
@@ -138,6 +171,7 @@ class Script:
 
             def tick(_: Any, clock: Clock) -> None:
                 clock.now += seconds
+
             return f"tick {seconds}", tick
         return f"{op} {sid!r}", lambda st, _: getattr(st.session(sid), op)()
 
@@ -150,16 +184,18 @@ def _outcome(call: Callable[[], Any]) -> Any:
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed-{s}" for s in SEEDS])
-def test_backends_agree_exactly(seed: int, request: pytest.FixtureRequest, tmp_path: Path,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_backends_agree_exactly(
+    seed: int, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clocks: dict[str, Clock] = {}
     stores: dict[str, memvault.Store] = {}
     try:
         for name, url_for in sorted(BACKENDS.items()):
             clocks[name] = Clock()
             # each store reads its own clock: the facade's time module, per store
-            monkeypatch.setattr("memvault.store.time", types.SimpleNamespace(
-                time=clocks[name].time))
+            monkeypatch.setattr(
+                "memvault.store.time", types.SimpleNamespace(time=clocks[name].time)
+            )
             stores[name] = memvault.open(url_for(request, tmp_path), ttl=TTL, writer="diff")
         script = Script(seed)
         trace: list[str] = []
@@ -168,8 +204,9 @@ def test_backends_agree_exactly(seed: int, request: pytest.FixtureRequest, tmp_p
             trace.append(what)
             results = {}
             for name, store in stores.items():
-                monkeypatch.setattr("memvault.store.time", types.SimpleNamespace(
-                    time=clocks[name].time))
+                monkeypatch.setattr(
+                    "memvault.store.time", types.SimpleNamespace(time=clocks[name].time)
+                )
                 results[name] = _outcome(lambda: run(store, clocks[name]))  # noqa: B023
                 if step % 10 == 9 or step == STEPS - 1:
                     results[name] = (results[name], _state(store))
@@ -177,7 +214,8 @@ def test_backends_agree_exactly(seed: int, request: pytest.FixtureRequest, tmp_p
             for name, got in results.items():
                 assert got == reference, (
                     f"seed {seed}, step {step} ({what}): {name} gave {got!r}, memory "
-                    f"{reference!r}\nsteps so far:\n" + "\n".join(trace))
+                    f"{reference!r}\nsteps so far:\n" + "\n".join(trace)
+                )
     finally:
         for store in stores.values():
             store.close()
@@ -185,5 +223,8 @@ def test_backends_agree_exactly(seed: int, request: pytest.FixtureRequest, tmp_p
 
 def _state(store: memvault.Store) -> Any:
     """Everything a reader can see of every session."""
-    return {sid: (s.info(), s.history(), s.snapshots(), s.log())
-            for sid in store.sessions() for s in [store.session(sid)]}
+    return {
+        sid: (s.info(), s.history(), s.snapshots(), s.log())
+        for sid in store.sessions()
+        for s in [store.session(sid)]
+    }

@@ -19,8 +19,10 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
 
 def turn(who: str, n: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"{who} {n}"},
-            {"role": "assistant", "content": f"{who} {n} answered"}]
+    return [
+        {"role": "user", "content": f"{who} {n}"},
+        {"role": "assistant", "content": f"{who} {n} answered"},
+    ]
 
 
 def test_a_parent_and_its_forked_child_write_at_once(any_store_url: str) -> None:
@@ -62,9 +64,11 @@ def test_a_parent_and_its_forked_child_write_at_once(any_store_url: str) -> None
         store.close()
     with memvault.open(any_store_url) as again:
         assert [m.content for m in again.session("parent").history()][::2] == [
-            f"parent {n}" for n in range(-1, TURNS + 1)]
+            f"parent {n}" for n in range(-1, TURNS + 1)
+        ]
         assert [m.content for m in again.session("child").history()][::2] == [
-            f"child {n}" for n in range(TURNS)]
+            f"child {n}" for n in range(TURNS)
+        ]
 
 
 def test_a_forked_child_uses_an_async_store(any_store_url: str) -> None:
@@ -87,17 +91,23 @@ def test_a_forked_child_uses_an_async_store(any_store_url: str) -> None:
     store = memvault.open_async(any_store_url)
     try:
         assert loop.run_until_complete(append(store, "parent", range(1))) == 2
+
         async def child() -> int:
             try:
                 return await asyncio.wait_for(append(store, "child", range(TURNS)), 30)
             finally:
                 await store.close()
+
         assert run_in_child(lambda: 0 if asyncio.run(child()) == 2 * TURNS else 2) == 0
-        assert loop.run_until_complete(asyncio.wait_for(
-            append(store, "parent", range(1, TURNS)), 30)) == 2 * TURNS
+        assert (
+            loop.run_until_complete(asyncio.wait_for(append(store, "parent", range(1, TURNS)), 30))
+            == 2 * TURNS
+        )
     finally:
         loop.run_until_complete(store.close())
         loop.close()
     with memvault.open(any_store_url) as again:
         assert [again.session(who).info().length for who in ("child", "parent")] == [
-            2 * TURNS, 2 * TURNS]
+            2 * TURNS,
+            2 * TURNS,
+        ]

@@ -27,31 +27,58 @@ import memvault
 from memvault import ConfigurationError, InvalidMessageError, Message, SnapshotNotFoundError
 from memvault.model import Limits
 
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                           HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 _counter = itertools.count()
 
 # Hostile but valid Unicode (NUL, RTL marks, BOM, astral, quotes, key syntax), and
 # any code point at all, lone surrogates included.
-AWKWARD = ["\x00", "\u202e", "\u200f", "\ufeff", "'", '"', "\\", "{", "}", "%", "*", "?",
-           ":", "/", "\n", "🙂", "𝄞", "ß", "\u0301"]
-TEXT = st.text(st.characters(exclude_categories=("Cs",)) | st.sampled_from(AWKWARD),
-               max_size=24)
+AWKWARD = [
+    "\x00",
+    "\u202e",
+    "\u200f",
+    "\ufeff",
+    "'",
+    '"',
+    "\\",
+    "{",
+    "}",
+    "%",
+    "*",
+    "?",
+    ":",
+    "/",
+    "\n",
+    "🙂",
+    "𝄞",
+    "ß",
+    "\u0301",
+]
+TEXT = st.text(st.characters(exclude_categories=("Cs",)) | st.sampled_from(AWKWARD), max_size=24)
 CHARS = st.characters(exclude_categories=()) | st.sampled_from([*AWKWARD, "\ud800", "\udfff"])
 ANY_TEXT = st.text(CHARS, max_size=24)
 
 
 def around(limit: int) -> st.SearchStrategy[str]:
     """Strings of hostile characters whose length sits at or near ``limit``."""
-    return st.builds(lambda c, n: (c * n)[:n], st.text(CHARS, min_size=1, max_size=3),
-                     st.integers(limit - 2, limit + 2))
+    return st.builds(
+        lambda c, n: (c * n)[:n],
+        st.text(CHARS, min_size=1, max_size=3),
+        st.integers(limit - 2, limit + 2),
+    )
 
 
 def json_values(text: st.SearchStrategy[str], nan: bool) -> st.SearchStrategy[Any]:
     return st.recursive(
-        st.none() | st.booleans() | st.integers() | st.integers(-2**80, 2**80)
-        | st.floats(allow_nan=nan, allow_infinity=nan) | text,
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.integers(-(2**80), 2**80)
+        | st.floats(allow_nan=nan, allow_infinity=nan)
+        | text,
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
         max_leaves=8,
     )
@@ -67,15 +94,26 @@ def valid_fields(draw: st.DrawFn) -> dict[str, Any]:
     role = draw(st.sampled_from(["system", "developer", "user", "assistant", "tool"]))
     fields: dict[str, Any] = {"role": role, "content": draw(TEXT | PARTS)}
     if role == "assistant" and draw(st.booleans()):
-        fields["tool_calls"] = draw(st.lists(st.fixed_dictionaries(
-            {"id": TEXT, "name": TEXT, "arguments": TEXT}), min_size=1, max_size=2))
+        fields["tool_calls"] = draw(
+            st.lists(
+                st.fixed_dictionaries({"id": TEXT, "name": TEXT, "arguments": TEXT}),
+                min_size=1,
+                max_size=2,
+            )
+        )
         fields["content"] = draw(st.none() | TEXT)
     if role == "tool":
         fields["tool_call_id"] = draw(TEXT)
-    optional = {"id": st.text(min_size=1, max_size=256) | TEXT.filter(bool), "name": TEXT,
-                "metadata": st.dictionaries(TEXT, JSON, max_size=4),
-                "created_at": st.datetimes(timezones=st.none() | st.just(timezone.utc) | st.builds(
-                    lambda m: timezone(timedelta(minutes=m)), st.integers(-720, 720)))}
+    optional = {
+        "id": st.text(min_size=1, max_size=256) | TEXT.filter(bool),
+        "name": TEXT,
+        "metadata": st.dictionaries(TEXT, JSON, max_size=4),
+        "created_at": st.datetimes(
+            timezones=st.none()
+            | st.just(timezone.utc)
+            | st.builds(lambda m: timezone(timedelta(minutes=m)), st.integers(-720, 720))
+        ),
+    }
     for name, strategy in optional.items():
         if draw(st.booleans()):
             fields[name] = draw(strategy)
@@ -83,14 +121,20 @@ def valid_fields(draw: st.DrawFn) -> dict[str, Any]:
 
 
 NOT_JSON = st.sampled_from([{1, 2}, b"bytes", object(), {1: "int key"}, math.nan, math.inf])
-DAMAGE = st.sampled_from([
-    ("role", ANY_TEXT), ("content", NOT_JSON | ANY_TEXT | st.integers()),
-    ("content", st.lists(NOT_JSON | json_values(ANY_TEXT, nan=True), min_size=1, max_size=2)),
-    ("metadata", st.dictionaries(TEXT, NOT_JSON | json_values(ANY_TEXT, nan=True), min_size=1)),
-    ("metadata", JSON), ("id", around(256) | ANY_TEXT), ("name", ANY_TEXT | st.integers()),
-    ("tool_calls", st.lists(st.fixed_dictionaries({"id": ANY_TEXT}), min_size=1)),
-    ("created_at", ANY_TEXT), ("unknown_field", JSON),
-])
+DAMAGE = st.sampled_from(
+    [
+        ("role", ANY_TEXT),
+        ("content", NOT_JSON | ANY_TEXT | st.integers()),
+        ("content", st.lists(NOT_JSON | json_values(ANY_TEXT, nan=True), min_size=1, max_size=2)),
+        ("metadata", st.dictionaries(TEXT, NOT_JSON | json_values(ANY_TEXT, nan=True), min_size=1)),
+        ("metadata", JSON),
+        ("id", around(256) | ANY_TEXT),
+        ("name", ANY_TEXT | st.integers()),
+        ("tool_calls", st.lists(st.fixed_dictionaries({"id": ANY_TEXT}), min_size=1)),
+        ("created_at", ANY_TEXT),
+        ("unknown_field", JSON),
+    ]
+)
 
 
 @st.composite
@@ -128,8 +172,9 @@ def wire(m: Message) -> str:
 
 @SETTINGS
 @given(fields=FIELDS)
-def test_message_fields_round_trip_or_are_refused(store: memvault.Store,
-                                                  fields: dict[str, Any]) -> None:
+def test_message_fields_round_trip_or_are_refused(
+    store: memvault.Store, fields: dict[str, Any]
+) -> None:
     s = fresh(store, "fields")
     before = state(s)
     try:
@@ -188,8 +233,7 @@ def test_snapshot_names_round_trip_or_are_refused(store: memvault.Store, name: s
     except InvalidMessageError:
         event("refused")
         assert state(s) == before
-        assert (not name or len(name) > 256 or name.startswith("auto:")
-                or not _encodable(name))
+        assert not name or len(name) > 256 or name.startswith("auto:") or not _encodable(name)
         with pytest.raises((InvalidMessageError, SnapshotNotFoundError)):
             s.rollback(name)
         assert state(s)[:3] == before[:3]
@@ -206,7 +250,8 @@ def test_snapshot_names_round_trip_or_are_refused(store: memvault.Store, name: s
 SECRET = "Pw-9xQ"
 LOCAL_SCHEMES = st.sampled_from(["memory", "MEMORY", "sqlite", "SQLite", "nosuch", "mem", ""])
 RELATIVE_PATH = st.text(CHARS, max_size=30).filter(
-    lambda p: not p.startswith("/") and ".." not in p)
+    lambda p: not p.startswith("/") and ".." not in p
+)
 
 
 @st.composite
@@ -220,11 +265,13 @@ def urls(draw: st.DrawFn) -> str:
     return f"{scheme}://{netloc}/{draw(RELATIVE_PATH)}{draw(st.sampled_from(['', '?a=b', '#f']))}"
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(url=urls() | ANY_TEXT | RELATIVE_PATH.map(lambda p: f"sqlite:///{p}"))
 def test_urls_open_a_working_store_or_raise_configuration_error(
-        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Any string: a working store, or ConfigurationError without the password.
     (SQLite paths stay relative: the working directory is a temporary folder.)"""
     monkeypatch.chdir(tmp_path)
@@ -246,11 +293,22 @@ def test_urls_open_a_working_store_or_raise_configuration_error(
         store.close()
 
 
-@pytest.mark.parametrize("url", [
-    "sqlite:///nul\x00.db", "sqlite:///", "sqlite:///.", "sqlite:///:memory:",
-    "sqlite:///missing-dir/x.db", "memory://host", f"memory://u:{SECRET}@h",
-    f"sqlite://u:{SECRET}@h/x.db", "sqlite:///" + "x" * 5000, "", " memory://",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///nul\x00.db",
+        "sqlite:///",
+        "sqlite:///.",
+        "sqlite:///:memory:",
+        "sqlite:///missing-dir/x.db",
+        "memory://host",
+        f"memory://u:{SECRET}@h",
+        f"sqlite://u:{SECRET}@h/x.db",
+        "sqlite:///" + "x" * 5000,
+        "",
+        " memory://",
+    ],
+)
 def test_known_bad_urls(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Examples the property above found or must keep finding."""
     monkeypatch.chdir(tmp_path)
@@ -269,9 +327,13 @@ def test_bad_writer_labels_are_refused_at_open(writer: Any) -> None:
 
 def test_limits_are_the_documented_defaults() -> None:
     """The limits the docs state, the same object for every backend."""
-    assert Limits() == Limits(max_message_bytes=4 * 1024 * 1024, max_batch=1000,
-                              max_batch_bytes=64 * 1024 * 1024, max_session_id=512,
-                              max_snapshot_name=256)
+    assert Limits() == Limits(
+        max_message_bytes=4 * 1024 * 1024,
+        max_batch=1000,
+        max_batch_bytes=64 * 1024 * 1024,
+        max_session_id=512,
+        max_snapshot_name=256,
+    )
 
 
 def test_created_at_keeps_its_instant(store: memvault.Store) -> None:

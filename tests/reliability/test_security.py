@@ -107,8 +107,12 @@ def test_password_never_in_cli_output(url: str, tmp_path: Path) -> None:
         (["sessions"], {"MEMVAULT_URL": url}),
     ]:
         done = subprocess.run(
-            [sys.executable, "-m", "memvault", *args], cwd=tmp_path, capture_output=True,
-            text=True, env={**os.environ, **env}, timeout=120,
+            [sys.executable, "-m", "memvault", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=120,
         )
         assert done.returncode != 0, (args, done.stdout)
         assert SECRET not in done.stdout + done.stderr, (args, done.stdout, done.stderr)
@@ -117,8 +121,16 @@ def test_password_never_in_cli_output(url: str, tmp_path: Path) -> None:
 
 # --- no pickle -------------------------------------------------------------------
 
-UNSAFE_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle",
-                  "jsonpickle"}
+UNSAFE_MODULES = {
+    "pickle",
+    "cPickle",
+    "_pickle",
+    "marshal",
+    "shelve",
+    "dill",
+    "cloudpickle",
+    "jsonpickle",
+}
 LOADERS = {"load", "loads", "Unpickler", "open"}  # shelve.open unpickles too
 
 
@@ -140,11 +152,16 @@ def unsafe_uses(path: Path, root: Path = SRC) -> list[str]:
                     aliases.add(a.asname or a.name)
                     if not (may_dump and a.name == "pickle"):
                         found.append(f"{where}:{line}: import {a.name}")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] \
-                in UNSAFE_MODULES:
+        elif (
+            isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in UNSAFE_MODULES
+        ):
             found.append(f"{where}:{line}: from {node.module} import ...")
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.value.id in aliases and node.attr in LOADERS:
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr in LOADERS
+        ):
             found.append(f"{where}:{line}: {node.value.id}.{node.attr}")
         elif isinstance(node, ast.Constant) and node.value in UNSAFE_MODULES:
             found.append(f"{where}:{line}: {node.value!r}")  # import_module("pickle")
@@ -166,7 +183,10 @@ def test_the_pickle_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
     lib.write_text("import pickle\nfrom marshal import loads\nimportlib.import_module('shelve')\n")
     kit.write_text("import pickle as p\npayload = p.dumps([])\np.loads(payload)\n")
     assert [u.split(": ")[1] for u in unsafe_uses(lib, tmp_path)] == [
-        "import pickle", "from marshal import ...", "'shelve'"]
+        "import pickle",
+        "from marshal import ...",
+        "'shelve'",
+    ]
     assert [u.split(": ")[1] for u in unsafe_uses(kit, tmp_path)] == ["p.loads"]
 
 
@@ -181,8 +201,9 @@ class _Evil:
 
 
 @pytest.mark.parametrize("protocol", [0, pickle.HIGHEST_PROTOCOL])
-def test_planted_pickle_is_refused_as_corrupt(tmp_path: Path, protocol: int,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_planted_pickle_is_refused_as_corrupt(
+    tmp_path: Path, protocol: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pickled payload written into a SQLite row (as text or as a blob) is refused as
     CorruptRecordError naming session and depth, and is never executed."""
     path, marker = tmp_path / "x.db", tmp_path / "executed"
@@ -208,10 +229,35 @@ def test_planted_pickle_is_refused_as_corrupt(tmp_path: Path, protocol: int,
 # --- injection through session ids and snapshot names -------------------------------
 
 PAYLOADS = [
-    "'; DROP TABLE nodes; --", "\"; DROP TABLE sessions; --", "x' OR '1'='1", "1; SELECT 1",
-    "a%", "a_", "ab", "%", "_", "*", "?", "[a-z]", "a*", "\\", "\\'", "$.m", "{a}", "{a}b", "}{",
-    "memvault:*", "mv:{s}:nodes", "%a%d%s", "KEYS *", "redis.call('FLUSHALL')", "]]--",
-    "nul\x00after", "\u202etxt.exe", "😀", "a" * 256,
+    "'; DROP TABLE nodes; --",
+    '"; DROP TABLE sessions; --',
+    "x' OR '1'='1",
+    "1; SELECT 1",
+    "a%",
+    "a_",
+    "ab",
+    "%",
+    "_",
+    "*",
+    "?",
+    "[a-z]",
+    "a*",
+    "\\",
+    "\\'",
+    "$.m",
+    "{a}",
+    "{a}b",
+    "}{",
+    "memvault:*",
+    "mv:{s}:nodes",
+    "%a%d%s",
+    "KEYS *",
+    "redis.call('FLUSHALL')",
+    "]]--",
+    "nul\x00after",
+    "\u202etxt.exe",
+    "😀",
+    "a" * 256,
 ]
 
 

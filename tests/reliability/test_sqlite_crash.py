@@ -37,8 +37,10 @@ SPAWN = multiprocessing.get_context("spawn")
 
 
 def batch(tag: str, size: int = 5, text: str = "x" * 2000) -> list[Message]:
-    return [Message(id=f"{tag}.m{k}", role="user", content=f"{text} {tag} {k} é👍\x00")
-            for k in range(size)]
+    return [
+        Message(id=f"{tag}.m{k}", role="user", content=f"{text} {tag} {k} é👍\x00")
+        for k in range(size)
+    ]
 
 
 def integrity(path: Path) -> str:
@@ -49,8 +51,10 @@ def integrity(path: Path) -> str:
 def stored_nodes(path: Path) -> dict[str, tuple[int, int, int]]:
     """msg_id -> (node, parent, depth), straight from the table."""
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT n.msg_id, n.node, n.parent, n.depth FROM nodes n JOIN sessions s"
-                          " ON s.sid = n.sid WHERE s.name = 'crash'").fetchall()
+        rows = db.execute(
+            "SELECT n.msg_id, n.node, n.parent, n.depth FROM nodes n JOIN sessions s"
+            " ON s.sid = n.sid WHERE s.name = 'crash'"
+        ).fetchall()
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
@@ -74,8 +78,17 @@ class StallingBackend(SqliteBackend):
         super().__init__(path)
         self.marker, self.stall_on = marker, stall_on
 
-    def _commit(self, txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int],
-                detail: dict[str, object], *, bump: bool = True) -> None:
+    def _commit(
+        self,
+        txn: Txn,
+        row: Row,
+        op: str,
+        w: Write,
+        before: tuple[int, int],
+        detail: dict[str, object],
+        *,
+        bump: bool = True,
+    ) -> None:
         super()._commit(txn, row, op, w, before, detail, bump=bump)
         if op == self.stall_on:
             Path(self.marker).write_text(op)
@@ -103,8 +116,11 @@ def test_sigkill_just_before_commit_leaves_no_trace(op: str, tmp_path: Path) -> 
         s.snapshot("cp")
         s.append(batch("b"))
         before = (s.history(), s.snapshots(), s.log(), s.info())
-    opener = Opener("stalling", factory=StallingBackend,
-                    options={"path": str(path), "marker": str(marker), "stall_on": op})
+    opener = Opener(
+        "stalling",
+        factory=StallingBackend,
+        options={"path": str(path), "marker": str(marker), "stall_on": op},
+    )
     child = SPAWN.Process(target=stall, args=(opener, op))
     child.start()
     deadline = time.monotonic() + 120
@@ -196,8 +212,7 @@ def fill(url: str, limit_from: list[str], conn: Any) -> None:
         try:
             s.append(batch(f"b{i}", text="y" * 4000))
         except Exception as exc:
-            conn.send(("failed", i, type(exc).__name__, str(exc),
-                       isinstance(exc, BackendError)))
+            conn.send(("failed", i, type(exc).__name__, str(exc), isinstance(exc, BackendError)))
             break
         conn.send(("ok", i))
     for _ in range(2):
@@ -230,8 +245,9 @@ def seeded(path: Path) -> list[Message]:
         return store.session("crash").history()
 
 
-def check_after_full_disk(path: Path, replies: list[Any], seed: list[Message],
-                          room_after: bool) -> None:
+def check_after_full_disk(
+    path: Path, replies: list[Any], seed: list[Message], room_after: bool
+) -> None:
     acked = [r[1] for r in replies if r[0] == "ok"]
     failed = [r for r in replies if r[0] == "failed"]
     assert acked and failed, replies[-3:]
@@ -250,7 +266,9 @@ def check_after_full_disk(path: Path, replies: list[Any], seed: list[Message],
         assert history[:5] == seed
         again = [f"again.m{k}" for k in range(5)] if ("again", "ok") in replies else []
         assert [m.id for m in history[5:]] == [
-            *(f"b{i}.m{k}" for i in acked for k in range(5)), *again]
+            *(f"b{i}.m{k}" for i in acked for k in range(5)),
+            *again,
+        ]
         if room_after:  # the limit was the child's own: writes work again
             store.session("crash").append(batch("after"))
 
@@ -271,8 +289,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 512 KiB tmpfs, where mounting is permitted (root with CAP_SYS_ADMIN)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
     try:

@@ -40,9 +40,21 @@ Records = list[dict[str, Any]]
 def torture_cli(*args: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
     report = tmp_path / "report.json"
     done = subprocess.run(
-        [sys.executable, "-m", "memvault", "torture", "--json", str(report),
-         "--history", str(tmp_path / "history"), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "memvault",
+            "torture",
+            "--json",
+            str(report),
+            "--history",
+            str(tmp_path / "history"),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "COLUMNS": "200"},
     )
     return done, json.loads(report.read_text()) if report.exists() else None
@@ -51,9 +63,21 @@ def torture_cli(*args: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess
 def test_cli_run_with_kills_on_sqlite_is_clean(tmp_path: Path) -> None:
     """Kills and faults on a real SQLite file: exit 0, every operation kind exercised,
     every finding zero, the table and the JSON report agree."""
-    done, report = torture_cli("--url", f"sqlite:///{tmp_path}/t.db", "--seconds", "5",
-                               "--kill-rate", "2", "--fault-rate", "0.05", "--writers", "3",
-                               "--readers", "1", tmp_path=tmp_path)
+    done, report = torture_cli(
+        "--url",
+        f"sqlite:///{tmp_path}/t.db",
+        "--seconds",
+        "5",
+        "--kill-rate",
+        "2",
+        "--fault-rate",
+        "0.05",
+        "--writers",
+        "3",
+        "--readers",
+        "1",
+        tmp_path=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["ok"] and report["kills"] > 0 and report["faults"] > 0
     assert all(op["ok"] > 0 for op in report["operations"].values()), report["operations"]
@@ -70,25 +94,42 @@ def test_cli_run_with_kills_on_sqlite_is_clean(tmp_path: Path) -> None:
 def test_async_face_and_durability_option(tmp_path: Path) -> None:
     """The async face, with a backend option, through the Python API."""
     opener = Opener(f"sqlite:///{tmp_path}/t.db", "async", {"durability": "normal"})
-    path = run_torture(opener, TortureSettings(writers=2, readers=1, seconds=3, kill_rate=1,
-                                        history=str(tmp_path)))
+    path = run_torture(
+        opener, TortureSettings(writers=2, readers=1, seconds=3, kill_rate=1, history=str(tmp_path))
+    )
     report = audit_history(path)
     assert report.ok, report.summary()
     assert report.operations["append"].ok > 0
 
 
-@pytest.mark.parametrize("backend,finding", [
-    (LosingBackend, "lost"),
-    (SnapshotWipingBackend, "snapshot_drift"),
-    (TearingBackend, "torn"),
-])
+@pytest.mark.parametrize(
+    "backend,finding",
+    [
+        (LosingBackend, "lost"),
+        (SnapshotWipingBackend, "snapshot_drift"),
+        (TearingBackend, "torn"),
+    ],
+)
 def test_broken_backends_are_caught(backend: type, finding: str, tmp_path: Path) -> None:
     """A backend that loses acknowledged appends, wipes snapshots on rollback, or
     splits a batch: the run reports it and exits 1."""
     done, report = torture_cli(
-        "--url", "broken", "--factory", f"tests.support.broken:{backend.__name__}",
-        "-o", f"path={tmp_path}/t.db", "--seconds", "3", "--kill-rate", "0",
-        "--writers", "2", "--readers", "1", tmp_path=tmp_path)
+        "--url",
+        "broken",
+        "--factory",
+        f"tests.support.broken:{backend.__name__}",
+        "-o",
+        f"path={tmp_path}/t.db",
+        "--seconds",
+        "3",
+        "--kill-rate",
+        "0",
+        "--writers",
+        "2",
+        "--readers",
+        "1",
+        tmp_path=tmp_path,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert not report["ok"] and report["findings"][finding]["count"] > 0, report["findings"]
     assert "FAILED" in done.stdout
@@ -100,9 +141,22 @@ def test_a_run_that_acknowledged_nothing_is_not_ok(tmp_path: Path) -> None:
     """A store that refuses every write for the whole run: nothing was acknowledged, so
     "every acknowledged change is accounted for" would vouch for nothing. Exit 1."""
     done, report = torture_cli(
-        "--url", "broken", "--factory", f"tests.support.broken:{RefusingBackend.__name__}",
-        "-o", f"path={tmp_path}/t.db", "--seconds", "2", "--kill-rate", "0",
-        "--writers", "2", "--readers", "1", tmp_path=tmp_path)
+        "--url",
+        "broken",
+        "--factory",
+        f"tests.support.broken:{RefusingBackend.__name__}",
+        "-o",
+        f"path={tmp_path}/t.db",
+        "--seconds",
+        "2",
+        "--kill-rate",
+        "0",
+        "--writers",
+        "2",
+        "--readers",
+        "1",
+        tmp_path=tmp_path,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert report["operations"]["append"]["calls"] > 0, report["operations"]
     assert report["operations"]["append"]["ok"] == 0, report["operations"]
@@ -120,8 +174,13 @@ def test_memory_and_bad_settings_are_refused(tmp_path: Path) -> None:
     assert done.stderr.startswith("error: ConfigurationError") and "Traceback" not in done.stderr
     # The app's global --url reaches the command too (refused for the same reason,
     # instead of running on the default SQLite file).
-    done = subprocess.run([sys.executable, "-m", "memvault", "--url", "memory://", "torture"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "memvault", "--url", "memory://", "torture"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1 and "private to each process" in done.stderr
     assert not (tmp_path / "memvault.db").exists()
 
@@ -130,8 +189,15 @@ def test_server_faults_without_a_server_are_refused(tmp_path: Path) -> None:
     """``--server-faults kill`` on a store the torture did not start cannot crash
     anything: refused before the run, rather than a run that says OK without one
     server fault."""
-    done, report = torture_cli("--url", f"sqlite:///{tmp_path}/t.db", "--seconds", "1",
-                               "--server-faults", "kill", tmp_path=tmp_path)
+    done, report = torture_cli(
+        "--url",
+        f"sqlite:///{tmp_path}/t.db",
+        "--seconds",
+        "1",
+        "--server-faults",
+        "kill",
+        tmp_path=tmp_path,
+    )
     assert done.returncode == 1 and report is None, done.stdout + done.stderr
     assert done.stderr.startswith("error: ConfigurationError") and "--server" in done.stderr
     assert not (tmp_path / "t.db").exists()
@@ -143,9 +209,18 @@ def test_server_faults_without_a_server_are_refused(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Records:
     folder = tmp_path_factory.mktemp("torture")
-    path = run_torture(f"sqlite:///{folder}/t.db", TortureSettings(
-        writers=3, readers=1, seconds=4, kill_rate=1, fault_rate=0.05, seed=7,
-        history=str(folder)))
+    path = run_torture(
+        f"sqlite:///{folder}/t.db",
+        TortureSettings(
+            writers=3,
+            readers=1,
+            seconds=4,
+            kill_rate=1,
+            fault_rate=0.05,
+            seed=7,
+            history=str(folder),
+        ),
+    )
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -165,8 +240,14 @@ def acked_turn(records: Records) -> tuple[dict[str, Any], dict[str, Any]]:
     invokes = {(r["w"], r["t"]): r for r in records if r["e"] == "invoke" and r["a"] == 1}
     for r in records:
         inv = invokes.get((r.get("w"), r.get("t")))
-        if r["e"] == "ok" and r["a"] == 1 and inv and inv["s"] == state["s"] \
-                and len(inv["ids"]) > 1 and set(inv["ids"]) <= visible:
+        if (
+            r["e"] == "ok"
+            and r["a"] == 1
+            and inv
+            and inv["s"] == state["s"]
+            and len(inv["ids"]) > 1
+            and set(inv["ids"]) <= visible
+        ):
             return inv, r
     raise AssertionError("no suitable turn in the run")
 
@@ -216,8 +297,16 @@ def intrude(records: Records) -> None:
 
 
 def raise_foreign_error(records: Records) -> None:
-    records.append({"e": "read_error", "w": 1, "s": 0, "corrupt": False, "foreign": True,
-                    "error": "KeyError: 'head'"})
+    records.append(
+        {
+            "e": "read_error",
+            "w": 1,
+            "s": 0,
+            "corrupt": False,
+            "foreign": True,
+            "error": "KeyError: 'head'",
+        }
+    )
 
 
 def lose_final_state(records: Records) -> None:
@@ -255,25 +344,28 @@ def unreadable_hidden(records: Records) -> None:
     read.update(error="CorruptRecordError: the message is missing", corrupt=True)
 
 
-@pytest.mark.parametrize("alter,finding", [
-    (rewrite_hidden, "corrupted"),
-    (delete_hidden, "unlogged"),
-    (unreadable_hidden, "corrupted"),
-    (lose_acked_turn, "lost"),
-    (corrupt_content, "corrupted"),
-    (drop_event, "unlogged"),
-    (move_snapshot, "snapshot_drift"),
-    (swap_messages, "misplaced"),
-    (duplicate_message, "duplicated"),
-    (phantom_read, "phantom_reads"),
-    (fail_acked_turn, "failed_but_present"),
-    (intrude, "unexpected"),
-    (raise_foreign_error, "foreign_errors"),
-    (lose_final_state, "unverified"),
-])
-def test_the_audit_reports_each_violation(history: Records,
-                                          alter: Callable[[Records], None],
-                                          finding: str) -> None:
+@pytest.mark.parametrize(
+    "alter,finding",
+    [
+        (rewrite_hidden, "corrupted"),
+        (delete_hidden, "unlogged"),
+        (unreadable_hidden, "corrupted"),
+        (lose_acked_turn, "lost"),
+        (corrupt_content, "corrupted"),
+        (drop_event, "unlogged"),
+        (move_snapshot, "snapshot_drift"),
+        (swap_messages, "misplaced"),
+        (duplicate_message, "duplicated"),
+        (phantom_read, "phantom_reads"),
+        (fail_acked_turn, "failed_but_present"),
+        (intrude, "unexpected"),
+        (raise_foreign_error, "foreign_errors"),
+        (lose_final_state, "unverified"),
+    ],
+)
+def test_the_audit_reports_each_violation(
+    history: Records, alter: Callable[[Records], None], finding: str
+) -> None:
     assert audit_records(history).ok, audit_records(history).summary()
     altered = copy.deepcopy(history)
     alter(altered)
@@ -304,14 +396,17 @@ def test_an_interrupted_run_leaves_no_worker_running(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_torture(f"sqlite:///{tmp_path}/t.db",
-                    TortureSettings(writers=2, readers=1, seconds=60, kill_rate=0),
-                    progress=interrupt)
+        run_torture(
+            f"sqlite:///{tmp_path}/t.db",
+            TortureSettings(writers=2, readers=1, seconds=60, kill_rate=0),
+            progress=interrupt,
+        )
     assert multiprocessing.active_children() == []
 
 
-def test_slow_worker_starts_do_not_eat_the_run(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slow_worker_starts_do_not_eat_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Under load, starting the workers can take longer than a short run: the run's
     seconds count from when they are all started, so its kills still happen."""
     from memvault.torture import runner
@@ -324,7 +419,9 @@ def test_slow_worker_starts_do_not_eat_the_run(tmp_path: Path,
             time.sleep(0.6)
 
     monkeypatch.setattr(runner._Fleet, "start", slow_start)
-    path = run_torture(f"sqlite:///{tmp_path}/t.db",
-                       TortureSettings(writers=2, readers=0, seconds=1, kill_rate=20, seed=3))
+    path = run_torture(
+        f"sqlite:///{tmp_path}/t.db",
+        TortureSettings(writers=2, readers=0, seconds=1, kill_rate=20, seed=3),
+    )
     report = audit_history(path)
     assert report.ok and report.kills > 0, report.kills

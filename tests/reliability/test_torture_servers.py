@@ -25,8 +25,17 @@ pytestmark = pytest.mark.slow
 
 
 def torture(server: PrivateServer, tmp_path: Path, **knobs: object) -> TortureReport:
-    settings = TortureSettings(**{"writers": 3, "readers": 1, "seconds": 10, "kill_rate": 0.5,
-                                  "seed": 3, "history": str(tmp_path), **knobs})  # type: ignore[arg-type]
+    settings = TortureSettings(
+        **{
+            "writers": 3,
+            "readers": 1,
+            "seconds": 10,
+            "kill_rate": 0.5,
+            "seed": 3,
+            "history": str(tmp_path),
+            **knobs,
+        }
+    )  # type: ignore[arg-type]
     try:
         return audit_history(run_torture(Opener(server.url), settings, server=server))
     finally:
@@ -37,8 +46,7 @@ def torture(server: PrivateServer, tmp_path: Path, **knobs: object) -> TortureRe
 def test_server_kills_lose_nothing_acknowledged(kind: str, tmp_path: Path) -> None:
     """The server (Redis with AOF always; PostgreSQL) SIGKILLed and restarted about
     once a second: the audit counts the kills and finds every acknowledged change."""
-    report = torture(start_server(kind), tmp_path, server_faults=("kill",),
-                     server_fault_rate=1.0)
+    report = torture(start_server(kind), tmp_path, server_faults=("kill",), server_fault_rate=1.0)
     assert report.ok, report.summary()
     assert report.server_kills >= 3, report.summary()
     assert report.operations["append"].ok > 0
@@ -52,8 +60,14 @@ def test_proxy_cuts_before_requests_and_mid_reply(kind: str, tmp_path: Path) -> 
     """Workers reach the server through the cutting proxy: requests dropped, replies
     cut half-way, connections refused during outages; both error paths are taken
     (failed: nothing applied; unknown: maybe applied) and nothing acknowledged is lost."""
-    report = torture(start_server(kind), tmp_path, server_faults=("proxy",),
-                     server_fault_rate=0.5, cut_rate=0.05, seconds=20)
+    report = torture(
+        start_server(kind),
+        tmp_path,
+        server_faults=("proxy",),
+        server_fault_rate=0.5,
+        cut_rate=0.05,
+        seconds=20,
+    )
     assert report.ok, report.summary()
     assert report.cuts["before"] > 0 and report.cuts["mid-reply"] > 0, report.cuts
     assert report.outages > 0 and report.server_kills == 0
@@ -63,8 +77,13 @@ def test_proxy_cuts_before_requests_and_mid_reply(kind: str, tmp_path: Path) -> 
 
 def test_redis_cluster_node_kills(tmp_path: Path) -> None:
     """A 3-primary Redis Cluster, one primary SIGKILLed and restarted at a time."""
-    report = torture(start_server("redis-cluster"), tmp_path, server_faults=("kill",),
-                     server_fault_rate=1.0, seconds=8)
+    report = torture(
+        start_server("redis-cluster"),
+        tmp_path,
+        server_faults=("kill",),
+        server_fault_rate=1.0,
+        seconds=8,
+    )
     assert report.ok, report.summary()
     assert report.server_kills >= 1 and report.operations["append"].ok > 0
 
@@ -73,8 +92,12 @@ def test_a_server_that_forgets_is_caught(tmp_path: Path) -> None:
     """The same run on a Redis without persistence: each kill loses what it held, and
     the audit reports acknowledged writes lost (it does not vouch for a crash it did
     not survive)."""
-    report = torture(RedisServer(tmp_path / "volatile", durable=False), tmp_path,
-                     server_faults=("kill",), server_fault_rate=1.0)
+    report = torture(
+        RedisServer(tmp_path / "volatile", durable=False),
+        tmp_path,
+        server_faults=("kill",),
+        server_fault_rate=1.0,
+    )
     assert report.server_kills >= 3
     assert not report.ok and report.findings["lost"].count > 0, report.summary()
 
@@ -87,8 +110,9 @@ def test_server_faults_need_a_private_server(tmp_path: Path) -> None:
     cluster = start_server("redis-cluster")
     try:
         with pytest.raises(ConfigurationError, match="proxy faults need a single server"):
-            run_torture(Opener(cluster.url), TortureSettings(server_faults=("proxy",)),
-                        server=cluster)
+            run_torture(
+                Opener(cluster.url), TortureSettings(server_faults=("proxy",)), server=cluster
+            )
     finally:
         cluster.close()
     done, report = torture_cli("--server", "redis", "--url", "redis://x", tmp_path=tmp_path)
@@ -98,8 +122,12 @@ def test_server_faults_need_a_private_server(tmp_path: Path) -> None:
 def test_missing_binaries_are_named(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "memvault", "torture", "--server", "redis"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "PATH": str(Path(sys.executable).parent)})
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": str(Path(sys.executable).parent)},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "redis-server was not found on PATH" in done.stderr
     assert "Traceback" not in done.stderr
@@ -116,9 +144,23 @@ def _serving(port: int) -> bool:
 def test_cli_run_then_ctrl_c_leaves_no_server(tmp_path: Path) -> None:
     """A short CLI run with kills and proxy cuts is clean and removes its server; a
     Ctrl-C in the middle of another run stops it and its server too."""
-    done, report = torture_cli("--server", "redis", "--server-faults", "kill,proxy",
-                               "--seconds", "15", "--server-fault-rate", "2", "--seed", "5",
-                               "--writers", "2", "--readers", "1", tmp_path=tmp_path)
+    done, report = torture_cli(
+        "--server",
+        "redis",
+        "--server-faults",
+        "kill,proxy",
+        "--seconds",
+        "15",
+        "--server-fault-rate",
+        "2",
+        "--seed",
+        "5",
+        "--writers",
+        "2",
+        "--readers",
+        "1",
+        tmp_path=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["server_kills"] + report["outages"] > 0, report
     assert "server kills" in done.stdout and "connections cut" in done.stdout
@@ -126,13 +168,27 @@ def test_cli_run_then_ctrl_c_leaves_no_server(tmp_path: Path) -> None:
     assert not _serving(port)
 
     run = subprocess.Popen(
-        [sys.executable, "-m", "memvault", "torture", "--server", "redis", "--seconds", "60",
-         "--history", str(tmp_path / "h2")],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "memvault",
+            "torture",
+            "--server",
+            "redis",
+            "--seconds",
+            "60",
+            "--history",
+            str(tmp_path / "h2"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         # As from a terminal: a shell's background job (CI's runner) inherits SIGINT
         # ignored, and Python then never turns it into KeyboardInterrupt.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert run.stdout is not None
     line = ""
     while "for 60 s" not in line:

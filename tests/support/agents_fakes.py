@@ -33,10 +33,17 @@ class ScriptedModel(Model):
         self.turns = list(turns)
         self.inputs: list[Any] = []
 
-    async def get_response(self, system_instructions: Any, input: Any,  # noqa: A002
-                           model_settings: Any,
-                           tools: Any, output_schema: Any, handoffs: Any, tracing: Any,
-                           **kwargs: Any) -> ModelResponse:
+    async def get_response(
+        self,
+        system_instructions: Any,
+        input: Any,  # noqa: A002
+        model_settings: Any,
+        tools: Any,
+        output_schema: Any,
+        handoffs: Any,
+        tracing: Any,
+        **kwargs: Any,
+    ) -> ModelResponse:
         self.inputs.append(input)
         return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
 
@@ -47,21 +54,26 @@ class ScriptedModel(Model):
 def say(item_id: str, words: str) -> ResponseOutputMessage:
     """An assistant text output item."""
     return ResponseOutputMessage(
-        id=item_id, type="message", role="assistant", status="completed",
+        id=item_id,
+        type="message",
+        role="assistant",
+        status="completed",
         content=[ResponseOutputText(type="output_text", text=words, annotations=[])],
     )
 
 
 def call(item_id: str, call_id: str, name: str, arguments: str) -> ResponseFunctionToolCall:
     """A function call output item."""
-    return ResponseFunctionToolCall(id=item_id, call_id=call_id, type="function_call",
-                                    name=name, arguments=arguments)
+    return ResponseFunctionToolCall(
+        id=item_id, call_id=call_id, type="function_call", name=name, arguments=arguments
+    )
 
 
 def think(item_id: str, words: str) -> ResponseReasoningItem:
     """A reasoning output item."""
-    return ResponseReasoningItem(id=item_id, type="reasoning",
-                                 summary=[Summary(type="summary_text", text=words)])
+    return ResponseReasoningItem(
+        id=item_id, type="reasoning", summary=[Summary(type="summary_text", text=words)]
+    )
 
 
 _cache: dict[Any, st.SearchStrategy[Any]] = {}
@@ -77,8 +89,9 @@ def _from_type(tp: Any) -> st.SearchStrategy[Any]:
         strategy = st.sampled_from(args)
     elif origin is typing.Union:
         strategy = st.one_of([_from_type(a) for a in args])
-    elif origin in (list, typing.Iterable, typing.Sequence) or _is_abc(origin, "Iterable",
-                                                                      "Sequence"):
+    elif origin in (list, typing.Iterable, typing.Sequence) or _is_abc(
+        origin, "Iterable", "Sequence"
+    ):
         strategy = st.lists(st.deferred(lambda: _from_type(args[0])), max_size=2)
     elif origin is dict:
         strategy = st.dictionaries(short_text, json_values, max_size=2)
@@ -86,9 +99,13 @@ def _from_type(tp: Any) -> st.SearchStrategy[Any]:
         _cache[tp] = st.deferred(lambda: _typed_dict(tp))
         return _cache[tp]
     else:
-        strategy = {str: text, int: st.integers(), float: st.floats(allow_nan=False,
-                                                                    allow_infinity=False),
-                    bool: st.booleans(), type(None): st.none()}.get(tp, json_values)
+        strategy = {
+            str: text,
+            int: st.integers(),
+            float: st.floats(allow_nan=False, allow_infinity=False),
+            bool: st.booleans(),
+            type(None): st.none(),
+        }.get(tp, json_values)
     _cache[tp] = strategy
     return strategy
 
@@ -113,8 +130,9 @@ def _typed_dict(tp: Any) -> st.SearchStrategy[dict[str, Any]]:
 
 def _unknown_kind() -> st.SearchStrategy[dict[str, Any]]:
     """An item of a kind this SDK version does not know yet."""
-    return st.builds(lambda kind, rest: {"type": f"future_{kind}", **rest}, short_text,
-                     json_objects)
+    return st.builds(
+        lambda kind, rest: {"type": f"future_{kind}", **rest}, short_text, json_objects
+    )
 
 
 items: st.SearchStrategy[dict[str, Any]] = st.one_of(

@@ -22,8 +22,14 @@ class LosingBackend(SqliteBackend):
 
     appends = 0
 
-    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               expect_message: str | None, w: Write) -> int:
+    def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> int:
         LosingBackend.appends += 1
         if LosingBackend.appends % 4 == 0:
             info = self.info(session_id, w.now)
@@ -40,7 +46,9 @@ class SnapshotWipingBackend(SqliteBackend):
         with self.transaction(True) as txn:
             txn._db.execute(
                 "DELETE FROM snapshots WHERE auto = 0 AND sid IN"
-                " (SELECT sid FROM sessions WHERE name = ?)", (session_id,))
+                " (SELECT sid FROM sessions WHERE name = ?)",
+                (session_id,),
+            )
         return saved
 
 
@@ -48,8 +56,14 @@ class TearingBackend(SqliteBackend):
     """Stores a batch one message per transaction, so another writer's turn can land
     in the middle of it (a read-modify-write append split in two)."""
 
-    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               expect_message: str | None, w: Write) -> int:
+    def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> int:
         version = 0
         for i, record in enumerate(records):
             if i:
@@ -62,6 +76,12 @@ class RefusingBackend(SqliteBackend):
     """Refuses every append as unavailable (a store that is down for the whole run):
     nothing is acknowledged, so a run on it has checked nothing."""
 
-    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               expect_message: str | None, w: Write) -> int:
+    def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> int:
         raise BackendUnavailableError("the store is down (RefusingBackend)")

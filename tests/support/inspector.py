@@ -20,11 +20,19 @@ def seed(store: memvault.Store, session_id: str = "agent-1") -> memvault.Session
     """
     s = store.session(session_id)
     s.append([Message.system("You are a weather agent."), Message.user("Weather in Paris?")])
-    s.append([
-        Message.assistant(None, tool_calls=[ToolCall(
-            id="call_1", name="get_weather", arguments='{"city": "Paris", "unit": "C"}')]),
-        Message.tool("18 C, sunny", tool_call_id="call_1"),
-    ])
+    s.append(
+        [
+            Message.assistant(
+                None,
+                tool_calls=[
+                    ToolCall(
+                        id="call_1", name="get_weather", arguments='{"city": "Paris", "unit": "C"}'
+                    )
+                ],
+            ),
+            Message.tool("18 C, sunny", tool_call_id="call_1"),
+        ]
+    )
     s.snapshot("good")
     s.append([Message.assistant(HOSTILE), Message.user(f"[click]({HOSTILE_LINK})")])
     s.rollback("good")

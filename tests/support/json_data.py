@@ -24,8 +24,9 @@ json_values: st.SearchStrategy[Any] = st.recursive(
     max_leaves=8,
 )
 
-json_objects: st.SearchStrategy[dict[str, Any]] = st.dictionaries(short_text, json_values,
-                                                                  max_size=3)
+json_objects: st.SearchStrategy[dict[str, Any]] = st.dictionaries(
+    short_text, json_values, max_size=3
+)
 
 
 def unique_ids(values: list[Any], get: Any, put: Any) -> list[Any]:

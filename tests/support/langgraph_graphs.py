@@ -22,8 +22,12 @@ def weather(city: str) -> str:
 
 def script() -> Iterator[AIMessage]:
     """The chat model's replies: a tool call, then numbered answers for ever."""
-    yield AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Paris"},
-                                     "id": "call-1", "type": "tool_call"}])
+    yield AIMessage(
+        "",
+        tool_calls=[
+            {"name": "weather", "args": {"city": "Paris"}, "id": "call-1", "type": "tool_call"}
+        ],
+    )
     n = 0
     while True:
         n += 1
@@ -66,5 +70,6 @@ def echo_graph(checkpointer: Any) -> Any:
 
 def shape(messages: list[BaseMessage]) -> list[tuple[str, Any, list[str]]]:
     """What a conversation says, without the ids LangGraph makes up per run."""
-    return [(m.type, m.content, [c["name"] for c in getattr(m, "tool_calls", [])])
-            for m in messages]
+    return [
+        (m.type, m.content, [c["name"] for c in getattr(m, "tool_calls", [])]) for m in messages
+    ]

@@ -32,9 +32,11 @@ from tests.support.postgres import SERVER, admin, url_for
 def _binary() -> str:
     found = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/sbin")
     if found is None:
-        pytest.fail("the PgBouncer tests need the pgbouncer binary (Debian package "
-                    "'pgbouncer': apt-get install pgbouncer; .ci/run installs it)",
-                    pytrace=False)
+        pytest.fail(
+            "the PgBouncer tests need the pgbouncer binary (Debian package "
+            "'pgbouncer': apt-get install pgbouncer; .ci/run installs it)",
+            pytrace=False,
+        )
     return found
 
 
@@ -55,16 +57,14 @@ class PgBouncer(servers._Single):
     kind = "pgbouncer"
     log_name = "pgbouncer.log"
 
-    def __init__(self, folder: Path, pool_mode: str = "transaction",
-                 pool_size: int = 2) -> None:
+    def __init__(self, folder: Path, pool_mode: str = "transaction", pool_size: int = 2) -> None:
         self.binary = _binary()
         super().__init__(folder)
         self.run_as = servers.run_as_postgres(folder, "PgBouncer")
         server = conninfo_to_dict(SERVER)
         self.user, self.dbname = str(server.get("user", "postgres")), str(server["dbname"])
         target = " ".join(f"{k}={_setting(server[k])}" for k in ("host", "port") if k in server)
-        (folder / "users.txt").write_text(
-            f'"{self.user}" "{server.get("password", "")}"\n')
+        (folder / "users.txt").write_text(f'"{self.user}" "{server.get("password", "")}"\n')
         (folder / "pgbouncer.ini").write_text(
             "[databases]\n"
             f"* = {target}\n"
@@ -73,7 +73,8 @@ class PgBouncer(servers._Single):
             f"auth_type = trust\nauth_file = {folder / 'users.txt'}\n"
             f"admin_users = {self.user}\n"
             f"pool_mode = {pool_mode}\ndefault_pool_size = {pool_size}\n"
-            "reserve_pool_size = 0\nmax_client_conn = 500\n")
+            "reserve_pool_size = 0\nmax_client_conn = 500\n"
+        )
         # No server_lifetime (it was 10 s, against the schema caches of a server
         # connection's hundreds of tests): PgBouncer 1.18 exits, "FATAL ...
         # disconnect_server(): bad server state: 11", when it retires a server

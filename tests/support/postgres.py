@@ -39,7 +39,9 @@ def admin() -> psycopg.Connection[tuple[object, ...]]:
         pytest.fail(
             f"PostgreSQL is required and not reachable at {SERVER} ({problem}). Start it, or "
             "point $MEMVAULT_TEST_POSTGRES at a server with a database you may create "
-            "schemas in.", pytrace=False)
+            "schemas in.",
+            pytrace=False,
+        )
     return psycopg.connect(SERVER, autocommit=True)
 
 
@@ -80,7 +82,8 @@ def corrupt(url: str, session_id: str, depth: int, body: str) -> None:
         changed = conn.execute(
             f"UPDATE {q}.nodes SET body = %s WHERE depth = %s AND sid ="
             f" (SELECT sid FROM {q}.sessions WHERE name = %s)",
-            (body, depth, session_id.encode())).rowcount
+            (body, depth, session_id.encode()),
+        ).rowcount
     assert changed == 1
 
 
@@ -92,16 +95,16 @@ def damage(url: str, session_id: str, depth: int, kind: str) -> None:
     sql = {
         "missing": f"DELETE FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s",
         "self-parent": f"UPDATE {q}.nodes SET parent = node WHERE sid = {sid}"
-                       f" AND depth = %(depth)s",
+        f" AND depth = %(depth)s",
         "summary": f"DELETE FROM {q}.nodes WHERE sid = {sid} AND node = (SELECT max(node)"
-                   f" FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s)",
+        f" FROM {q}.nodes WHERE sid = {sid} AND depth = %(depth)s)",
         "event": f"UPDATE {q}.events SET detail = 'not json {{' WHERE id ="
-                 f" (SELECT max(id) FROM {q}.events WHERE sid = {sid})",
+        f" (SELECT max(id) FROM {q}.events WHERE sid = {sid})",
         "snapshot": f"UPDATE {q}.snapshots SET created_at = 1e300 WHERE id = {first}",
         "snapshot-length": f"UPDATE {q}.snapshots SET length = -7 WHERE id = {first}",
         "snapshot-head": f"UPDATE {q}.snapshots SET head = 999 WHERE id = {first}",
         "snapshot-head-next": f"UPDATE {q}.snapshots n SET head = (SELECT next_node FROM"
-                              f" {q}.sessions s WHERE s.sid = n.sid) WHERE id = {first}",
+        f" {q}.sessions s WHERE s.sid = n.sid) WHERE id = {first}",
         "snapshot-head-below-0": f"UPDATE {q}.snapshots SET head = -1 WHERE id = {first}",
         "snapshot-base-below-0": f"UPDATE {q}.snapshots SET base = -1 WHERE id = {first}",
     }[kind]

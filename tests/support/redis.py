@@ -45,8 +45,9 @@ def flushed(url: str = SHARED_URL) -> str:
         finally:
             client.close()
     except (redis.RedisError, redis.cluster.RedisClusterException) as exc:
-        pytest.fail(f"Redis is required at {url} (set MEMVAULT_TEST_REDIS_URL to use "
-                    f"another server): {exc}")
+        pytest.fail(
+            f"Redis is required at {url} (set MEMVAULT_TEST_REDIS_URL to use another server): {exc}"
+        )
     return url
 
 
@@ -55,8 +56,9 @@ def redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return flushed()
 
 
-def corrupt(url: str, session_id: str, depth: int, body: str | bytes,
-            prefix: str = "memvault") -> None:
+def corrupt(
+    url: str, session_id: str, depth: int, body: str | bytes, prefix: str = "memvault"
+) -> None:
     """Overwrite the stored message at ``depth`` of the session's visible chain."""
     meta, msgs, links = Layout(prefix).keys(session_id)[:3]
     client = raw_client(url)
@@ -81,8 +83,11 @@ def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memv
         if kind == "missing":
             assert client.hdel(msgs, depth) == 1 and client.hdel(links, depth) == 1
         elif kind == "summary":
-            node = max(int(n) for n, link in client.hgetall(links).items()
-                       if int(link.split(b":")[1]) == depth)
+            node = max(
+                int(n)
+                for n, link in client.hgetall(links).items()
+                if int(link.split(b":")[1]) == depth
+            )
             assert client.hdel(msgs, node) == 1 and client.hdel(links, node) == 1
         elif kind == "self-parent":
             _, node_depth, msg_id = client.hget(links, depth).split(b":", 2)
@@ -91,12 +96,18 @@ def damage(url: str, session_id: str, depth: int, kind: str, prefix: str = "memv
         elif kind == "event":
             client.lset(log, -1, "not json {")
         else:
-            [(name, value)] = [(n, json.loads(v)) for n, v in client.hgetall(snaps).items()
-                               if json.loads(v)[0] == 1]
-            field = {"snapshot-length": (4, -7), "snapshot-head": (1, 999),
-                     "snapshot-head-next": (1, int(client.hget(meta, "next"))),
-                     "snapshot-head-below-0": (1, -1),
-                     "snapshot-base-below-0": (2, -1)}.get(kind)
+            [(name, value)] = [
+                (n, json.loads(v))
+                for n, v in client.hgetall(snaps).items()
+                if json.loads(v)[0] == 1
+            ]
+            field = {
+                "snapshot-length": (4, -7),
+                "snapshot-head": (1, 999),
+                "snapshot-head-next": (1, int(client.hget(meta, "next"))),
+                "snapshot-head-below-0": (1, -1),
+                "snapshot-base-below-0": (2, -1),
+            }.get(kind)
             if field:
                 value[field[0]] = field[1]
             client.hset(snaps, name, json.dumps(value) if field else "[1, 2")
@@ -129,8 +140,9 @@ class RedisServer(servers.RedisServer):
         password: the ``requirepass`` the config sets, if any (for :meth:`client`).
     """
 
-    def __init__(self, folder: Path, *config: str, password: str | None = None,
-                 durable: bool = False) -> None:
+    def __init__(
+        self, folder: Path, *config: str, password: str | None = None, durable: bool = False
+    ) -> None:
         self.password = password
         self.socket = str(folder / "redis.sock")
         super().__init__(folder, "--unixsocket", self.socket, *config, durable=durable)
@@ -151,8 +163,6 @@ def redis_cluster(folder: Path, masters: int = 3) -> Iterator[list[RedisServer]]
         yield cast(list[RedisServer], cluster.nodes)
     finally:
         cluster.close()
-
-
 
 
 CLUSTER_URL = "MEMVAULT_TEST_REDIS_CLUSTER_URL"

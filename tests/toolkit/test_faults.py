@@ -60,10 +60,17 @@ def test_planned_faults_are_checked_and_can_be_cancelled() -> None:
 def test_plugin_import_is_light() -> None:
     """A project that installs memvault but never uses the toolkit pays only for pytest
     (and memvault's core) when pytest loads the plugin."""
-    heavy = ["hypothesis", "syrupy", "memvault.testing.contract", "memvault.testing.guard",
-             "memvault.checks.lostwrites", "memvault.testing.state", "memvault.transfer"]
-    code = ("import sys, memvault.testing.plugin; "
-            f"print([m for m in {heavy!r} if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    heavy = [
+        "hypothesis",
+        "syrupy",
+        "memvault.testing.contract",
+        "memvault.testing.guard",
+        "memvault.checks.lostwrites",
+        "memvault.testing.state",
+        "memvault.transfer",
+    ]
+    code = f"import sys, memvault.testing.plugin; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

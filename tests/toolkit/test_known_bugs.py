@@ -46,10 +46,20 @@ def test_the_suite_fails_a_broken_backend(pytester: pytest.Pytester, broken: str
     """Run the whole contract against one broken backend: the run must fail, and
     every test that names the bug must be among the failures."""
     result = pytester.runpytest_subprocess(
-        str(SUITE), "-k", broken, "-p", "no:cacheprovider", "-q", "-rf",
-        f"--rootdir={SUITE.parents[2]}", "-W", "ignore::pytest.PytestUnraisableExceptionWarning",
-        timeout=600)
+        str(SUITE),
+        "-k",
+        broken,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rf",
+        f"--rootdir={SUITE.parents[2]}",
+        "-W",
+        "ignore::pytest.PytestUnraisableExceptionWarning",
+        timeout=600,
+    )
     failed = set(re.findall(rf"FAILED \S*::{broken}::(test_\w+)", result.stdout.str()))
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
     assert EXPECTED[broken] <= failed, (
-        f"expected failures missing: {sorted(EXPECTED[broken] - failed)}; failed: {sorted(failed)}")
+        f"expected failures missing: {sorted(EXPECTED[broken] - failed)}; failed: {sorted(failed)}"
+    )

@@ -17,8 +17,14 @@ from memvault.torture import TortureReport
 
 def test_clean_run_on_sqlite(tmp_path: Path) -> None:
     history = tmp_path / "run" / "history.jsonl"
-    report = check_concurrent_appends(f"sqlite:///{tmp_path}/db.sqlite", writers=3, readers=2,
-                                      appends=30, turn_size=3, history_file=history)
+    report = check_concurrent_appends(
+        f"sqlite:///{tmp_path}/db.sqlite",
+        writers=3,
+        readers=2,
+        appends=30,
+        turn_size=3,
+        history_file=history,
+    )
     assert report.ok, report.summary()
     assert report.outcomes == {"ok": 90, "failed": 0, "unknown": 0}
     assert report.messages == 270 and report.reads >= 2
@@ -37,8 +43,12 @@ def test_process_private_store_is_refused() -> None:
 
 def msg(mid: str, *, good: bool = True) -> dict[str, Any]:
     content = f"content of {mid}"
-    return {"id": mid, "role": "user", "content": content,
-            "sum": checksum("user", content) if good else "0" * 16}
+    return {
+        "id": mid,
+        "role": "user",
+        "content": content,
+        "sum": checksum("user", content) if good else "0" * 16,
+    }
 
 
 def audit_of(tmp_path: Path, records: list[dict[str, Any]]) -> LostWriteReport:
@@ -55,16 +65,29 @@ def turn(w: int, t: int, outcome: str | None) -> list[dict[str, Any]]:
 
 def test_every_finding_is_detected(tmp_path: Path) -> None:
     records = [{"e": "run", "writers": 2}]
-    records += turn(0, 0, "ok") + turn(0, 1, "ok") + turn(0, 2, "ok")   # t2 lost
-    records += turn(0, 3, "unknown") + turn(0, 4, None)                 # recovered, recovered
+    records += turn(0, 0, "ok") + turn(0, 1, "ok") + turn(0, 2, "ok")  # t2 lost
+    records += turn(0, 3, "unknown") + turn(0, 4, None)  # recovered, recovered
     records += turn(1, 0, "failed") + turn(1, 1, "ok") + turn(1, 2, "ok")
-    records += turn(1, 3, "ok") + turn(1, 4, "failed")                  # w1.t4 not stored: fine
-    final = ["w0.t1.m0", "w0.t1.m1", "w0.t0.m0", "w0.t0.m1",            # w0 reordered
-             "w0.t3.m0", "w0.t3.m1", "w0.t4.m0", "w0.t4.m1",
-             "w1.t0.m0", "w1.t0.m1",                                    # failed but present
-             "w1.t1.m0", "w1.t2.m0", "w1.t1.m1", "w1.t2.m1",            # two torn turns
-             "w1.t3.m0",                                                # torn (half)
-             "stranger", "w0.t3.m0"]                                    # unexpected, duplicated
+    records += turn(1, 3, "ok") + turn(1, 4, "failed")  # w1.t4 not stored: fine
+    final = [
+        "w0.t1.m0",
+        "w0.t1.m1",
+        "w0.t0.m0",
+        "w0.t0.m1",  # w0 reordered
+        "w0.t3.m0",
+        "w0.t3.m1",
+        "w0.t4.m0",
+        "w0.t4.m1",
+        "w1.t0.m0",
+        "w1.t0.m1",  # failed but present
+        "w1.t1.m0",
+        "w1.t2.m0",
+        "w1.t1.m1",
+        "w1.t2.m1",  # two torn turns
+        "w1.t3.m0",  # torn (half)
+        "stranger",
+        "w0.t3.m0",
+    ]  # unexpected, duplicated
     records.append({"e": "read", "r": 0, "ids": final[:3], "bad": []})
     records.append({"e": "read", "r": 1, "ids": ["w0.t0.m0"], "bad": ["w1.t0.m1"]})
     records.append({"e": "read_error", "r": 1, "corrupt": True, "error": "corrupt at depth 3"})

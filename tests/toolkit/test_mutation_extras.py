@@ -96,8 +96,10 @@ def test_a_page_lists_each_session_as_info_reads_it(store: Any, clock: Clock) ->
     infos = [store.session(i).info() for i in ("s", "t")]
     assert infos[0].expires_at == utc(t0 + 10) and infos[1].expires_at == utc(t0 + 13)
     for order in ("id", "version", "length", "updated", "expires"):
-        assert sorted(store.sessions_page(10, order=order).sessions,
-                      key=lambda i: i.session_id) == infos, order
+        assert (
+            sorted(store.sessions_page(10, order=order).sessions, key=lambda i: i.session_id)
+            == infos
+        ), order
 
 
 @pytest.mark.parametrize("write", ["append", "pop", "trim", "clear", "snapshot", "rollback"])
@@ -107,9 +109,14 @@ def test_every_write_slides_expiry_to_now_plus_ttl(store: Any, clock: Clock, wri
     s.append([Message.user(str(i)) for i in range(3)])
     s.snapshot("base")
     clock.now = t0 + 7
-    {"append": lambda: s.append([Message.user("x")]), "pop": s.pop,
-     "trim": lambda: s.trim(keep_last=1), "clear": s.clear,
-     "snapshot": lambda: s.snapshot("later"), "rollback": lambda: s.rollback("base")}[write]()
+    {
+        "append": lambda: s.append([Message.user("x")]),
+        "pop": s.pop,
+        "trim": lambda: s.trim(keep_last=1),
+        "clear": s.clear,
+        "snapshot": lambda: s.snapshot("later"),
+        "rollback": lambda: s.rollback("base"),
+    }[write]()
     info = s.info()
     assert info.expires_at == utc(t0 + 17) and info.updated_at == utc(t0 + 7)
     assert info.created_at == utc(t0)
@@ -186,8 +193,20 @@ def test_event_log_records_exact_pointers_and_details(store: Any, clock: Clock) 
     s.rollback("cp")
     s.fork("f", at="cp")
     s.fork("g")
-    got = [(e.version, e.op, e.writer, e.at, e.head_before, e.base_before, e.head_after,
-            e.base_after, e.detail) for e in s.log()]
+    got = [
+        (
+            e.version,
+            e.op,
+            e.writer,
+            e.at,
+            e.head_before,
+            e.base_before,
+            e.head_after,
+            e.base_after,
+            e.detail,
+        )
+        for e in s.log()
+    ]
     at = utc(t)
     assert got == [
         (1, "append", "w", at, 0, 0, 3, 0, {"messages": 3}),
@@ -199,12 +218,16 @@ def test_event_log_records_exact_pointers_and_details(store: Any, clock: Clock) 
         (6, "clear", "w", at, 4, 2, 4, 3, {"hidden": 1}),
         (7, "rollback", "w", at, 4, 3, 3, 0, {"to": "cp", "saved": "auto:pre-rollback@v6"}),
     ]
-    forked = [(e.version, e.op, e.head_before, e.base_before, e.head_after, e.base_after,
-               e.detail) for e in store.session("f").log()]
+    forked = [
+        (e.version, e.op, e.head_before, e.base_before, e.head_after, e.base_after, e.detail)
+        for e in store.session("f").log()
+    ]
     assert forked == [(1, "fork", 0, 0, 3, 0, {"from": "s", "at": "cp"})]
     assert store.session("g").log()[0].detail == {"from": "s", "at": None}
     assert [(x.name, x.head, x.base, x.version, x.length, x.auto) for x in s.snapshots()] == [
-        ("cp", 3, 0, 1, 3, False), ("auto:pre-rollback@v6", 4, 3, 6, 0, True)]
+        ("cp", 3, 0, 1, 3, False),
+        ("auto:pre-rollback@v6", 4, 3, 6, 0, True),
+    ]
 
 
 def test_errors_name_the_session_and_snapshot(store: Any) -> None:
@@ -222,11 +245,14 @@ def test_errors_name_the_session_and_snapshot(store: Any) -> None:
     with pytest.raises(memvault.ConflictError, match="session 's' is at version 1, expected 5"):
         s.append([Message.user("c")], expect_version=5)
     s.append([Message.user("d", id="d")])
-    with pytest.raises(memvault.DuplicateMessageError, match=re.escape(
-            "session 's': 1 of 2 message ids are already stored (e.g. 'd'); nothing was written")):
+    with pytest.raises(
+        memvault.DuplicateMessageError,
+        match=re.escape(
+            "session 's': 1 of 2 message ids are already stored (e.g. 'd'); nothing was written"
+        ),
+    ):
         s.append([Message.user("e", id="e"), Message.user("d", id="d")])
-    with pytest.raises(memvault.ConflictError,
-                       match=r"^session 's' does not store message 'zz'$"):
+    with pytest.raises(memvault.ConflictError, match=r"^session 's' does not store message 'zz'$"):
         s.append([Message.user("e", id="e")], expect_message="zz")
     assert store.session("z").fork("empty").history() == []
     assert store.session("empty").log()[0].detail == {"from": "z", "at": None}
@@ -247,8 +273,11 @@ def test_memory_urls_and_options() -> None:
         memvault.open(url).close()
     with pytest.raises(memvault.ConfigurationError, match=r"takes no path or host.*memory://X"):
         memvault.open("memory://X")
-    with pytest.raises(memvault.ConfigurationError, match=r"^memory://: unsupported option "
-                       r"'durability'; the memory store takes no option$"):
+    with pytest.raises(
+        memvault.ConfigurationError,
+        match=r"^memory://: unsupported option "
+        r"'durability'; the memory store takes no option$",
+    ):
         memvault.open("memory://", durability="full")
 
 
@@ -335,16 +364,19 @@ def test_sqlite_refuses_what_it_cannot_open(tmp_path: Path) -> None:
         memvault.open("sqlite:///")
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(memvault.ConfigurationError,
-                       match=r"cannot open SQLite database .*junk\.db.*not a database"):
+    with pytest.raises(
+        memvault.ConfigurationError, match=r"cannot open SQLite database .*junk\.db.*not a database"
+    ):
         memvault.open(f"sqlite:///{junk}")
     newer = tmp_path / "newer.db"
     memvault.open(f"sqlite:///{newer}").close()
     with sqlite3.connect(newer) as db:
         db.execute("PRAGMA user_version = 99")
-    with pytest.raises(memvault.ConfigurationError,
-                       match=r"by a newer memvault \(schema 99; this version reads up to "
-                             rf"{SCHEMA_VERSION}\)"):
+    with pytest.raises(
+        memvault.ConfigurationError,
+        match=r"by a newer memvault \(schema 99; this version reads up to "
+        rf"{SCHEMA_VERSION}\)",
+    ):
         memvault.open(f"sqlite:///{newer}")
 
 
@@ -361,8 +393,9 @@ def test_snapshot_and_rollback_on_new_or_missing_sessions(store: Any) -> None:
     snap = fresh.snapshot("empty")
     assert (snap.name, snap.head, snap.base, snap.version, snap.length) == ("empty", 0, 0, 0, 0)
     assert store.sessions() == ["fresh"] and fresh.info().version == 0
-    with pytest.raises(memvault.SnapshotExistsError,
-                       match="session 'fresh' already has snapshot 'empty'"):
+    with pytest.raises(
+        memvault.SnapshotExistsError, match="session 'fresh' already has snapshot 'empty'"
+    ):
         fresh.snapshot("empty")
     with pytest.raises(memvault.SnapshotNotFoundError, match="session 'nobody' has no snapshot"):
         store.session("nobody").rollback("empty")
@@ -409,9 +442,11 @@ def test_a_missing_summary_is_named_by_its_depth(url: str) -> None:
             with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
                 assert db.execute("DELETE FROM nodes WHERE msg_id = 'S'").rowcount == 1
         for read in (s.history, lambda: s.history(full=True), lambda: s.search("c")):
-            with pytest.raises(memvault.CorruptRecordError,
-                               match=r"^corrupt record in session 's' at depth 2: "
-                                     r"the message is missing$"):
+            with pytest.raises(
+                memvault.CorruptRecordError,
+                match=r"^corrupt record in session 's' at depth 2: "
+                r"the message is missing$",
+            ):
                 read()
         s.pop()  # c: the summary is not read
         with pytest.raises(memvault.CorruptRecordError, match="'s' at depth 2: the message"):
@@ -432,19 +467,26 @@ def test_damaged_events_and_snapshots_are_named(tmp_path: Path) -> None:
         with sqlite3.connect(path) as db:
             db.execute("UPDATE events SET detail = '[1]' WHERE version = 2")
             db.execute("UPDATE snapshots SET created_at = 1e300")
-        with pytest.raises(memvault.CorruptRecordError, match=re.escape(
+        with pytest.raises(
+            memvault.CorruptRecordError,
+            match=re.escape(
                 "corrupt record in session 's': the event of version 2 cannot be decoded"
-                " (not a JSON object: list)")):
+                " (not a JSON object: list)"
+            ),
+        ):
             s.log()
-        with pytest.raises(memvault.CorruptRecordError,
-                           match=r"^corrupt record in session 's': snapshot 'cp' cannot"):
+        with pytest.raises(
+            memvault.CorruptRecordError,
+            match=r"^corrupt record in session 's': snapshot 'cp' cannot",
+        ):
             s.rollback("cp")
         assert [m.content for m in s.history()] == ["a", "b"]
 
 
 @pytest.mark.parametrize(("indexed", "popped", "appended"), [(3, 3, 2), (2, 1, 1), (3, 2, 1)])
 def test_a_search_before_or_after_indexing_never_shows_a_popped_message(
-        url: str, indexed: int, popped: int, appended: int) -> None:
+    url: str, indexed: int, popped: int, appended: int
+) -> None:
     """Messages indexed (a search), some popped, others appended (a SQLite store
     leaves them to the next search to index): the popped ones are hidden, their
     depths held again by new messages. A read-only SQLite store cannot index the
@@ -460,15 +502,17 @@ def test_a_search_before_or_after_indexing_never_shows_a_popped_message(
         for _ in range(popped):
             s.pop()
         s.append([Message.user(f"new{i}", id=f"new{i}") for i in range(appended)])
-        visible = old[:indexed - popped] + [f"new{i}" for i in range(appended)]
+        visible = old[: indexed - popped] + [f"new{i}" for i in range(appended)]
         reads = [] if url.startswith("memory") else [memvault.open(f"{url}?mode=ro")]
         reads.append(store)  # after the read-only store: it indexes the new messages
         for read in reads:
             hits = read.session("s").search(" ".join(old), k=10, include_hidden=True)
             assert sorted((h.message.content, h.position) for h in hits) == sorted(
-                (w, visible.index(w) + 1 if w in visible else None) for w in old)
+                (w, visible.index(w) + 1 if w in visible else None) for w in old
+            )
             assert {h.message.content for h in read.session("s").search(" ".join(old))} == {
-                w for w in old if w in visible}
+                w for w in old if w in visible
+            }
             if read is not store:
                 read.close()
 
@@ -498,17 +542,23 @@ def test_a_read_only_search_merges_indexed_and_new_messages_by_score(tmp_path: P
             store.session(name).append([Message.user(bodies[0], id="i")])
         store.search("fig")  # indexes the first message of each
         for name, bodies in words.items():
-            store.session(name).append([Message.user(b, id=f"n{i}")
-                                        for i, b in enumerate(bodies[1:])])
+            store.session(name).append(
+                [Message.user(b, id=f"n{i}") for i, b in enumerate(bodies[1:])]
+            )
     with memvault.open(f"{url}?mode=ro") as store:
         every = store.search("fig pear", k=10)
         assert sorted((h.session_id, h.message.content) for h in every) == sorted(
-            (name, b) for name, bodies in words.items() for b in bodies)
+            (name, b) for name, bodies in words.items() for b in bodies
+        )
         assert [h.score for h in every] == sorted((h.score for h in every), reverse=True)
         for k in range(1, len(every) + 1):
-            for hits in (store.search("fig pear", k=k), store.search("fig pear", k=k,
-                                                                       sessions=["s", "t"])):
+            for hits in (
+                store.search("fig pear", k=k),
+                store.search("fig pear", k=k, sessions=["s", "t"]),
+            ):
                 assert [(h.session_id, h.message.content) for h in hits] == [
-                    (h.session_id, h.message.content) for h in every[:k]]
-            assert [h.message.content for h in store.session("s").search("fig pear", k=k)] \
-                == [h.message.content for h in every if h.session_id == "s"][:k]
+                    (h.session_id, h.message.content) for h in every[:k]
+                ]
+            assert [h.message.content for h in store.session("s").search("fig pear", k=k)] == [
+                h.message.content for h in every if h.session_id == "s"
+            ][:k]

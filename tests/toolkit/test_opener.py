@@ -23,8 +23,10 @@ def test_factory_opener_pickles_and_shares_one_store(tmp_path: Path) -> None:
     with sync() as store:
         store.session("s").append([Message.user("from sync")])
         assert repr(store) == "Store('mine:')"
-    for opener in (Opener("mine:", "async", factory=functools.partial(SqliteBackend, path)),
-                   Opener("mine:", "async", async_factory=functools.partial(async_sqlite, path))):
+    for opener in (
+        Opener("mine:", "async", factory=functools.partial(SqliteBackend, path)),
+        Opener("mine:", "async", async_factory=functools.partial(async_sqlite, path)),
+    ):
         store = opener(writer="a")
         try:
             s = store.session("s")

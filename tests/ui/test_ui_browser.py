@@ -45,8 +45,21 @@ def inspector(store_url: str) -> Iterator[str]:
     """`memvault ui --allow-writes` on a free port; yields its address."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memvault", "ui", "--url", store_url, "--port", str(port),
-         "--allow-writes"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "memvault",
+            "ui",
+            "--url",
+            store_url,
+            "--port",
+            str(port),
+            "--allow-writes",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -75,8 +88,9 @@ def page(browser: Browser) -> Iterator[Page]:
     context.close()
 
 
-def test_sessions_timeline_diff_rollback_undo(inspector: str, page: Page, store_url: str,
-                                              tmp_path: Path) -> None:
+def test_sessions_timeline_diff_rollback_undo(
+    inspector: str, page: Page, store_url: str, tmp_path: Path
+) -> None:
     page.goto(inspector)
     expect(page.locator("h1")).to_contain_text("Sessions")
     page.screenshot(path=str(tmp_path / "sessions.png"))
@@ -121,8 +135,9 @@ def test_hostile_content_renders_as_text(inspector: str, page: Page) -> None:
     expect(page.locator("img")).to_have_count(0)
     expect(page.locator('a[href^="javascript:"]')).to_have_count(0)
     expect(page.get_by_text(HOSTILE_LINK)).to_have_count(1)
-    expect(page.get_by_text('<script>document.title="pwned"</script>', exact=False)
-           ).to_have_count(1)
+    expect(page.get_by_text('<script>document.title="pwned"</script>', exact=False)).to_have_count(
+        1
+    )
 
 
 class _Evil(http.server.BaseHTTPRequestHandler):
@@ -131,10 +146,12 @@ class _Evil(http.server.BaseHTTPRequestHandler):
     target = ""
 
     def do_GET(self) -> None:
-        body = (f'<form id="f" method="post" action="{self.target}/do/rollback">'
-                '<input name="token" value="guessed"><input name="name" value="good">'
-                '<input name="id" value="agent-1"></form>'
-                '<script>document.getElementById("f").submit()</script>').encode()
+        body = (
+            f'<form id="f" method="post" action="{self.target}/do/rollback">'
+            '<input name="token" value="guessed"><input name="name" value="good">'
+            '<input name="id" value="agent-1"></form>'
+            '<script>document.getElementById("f").submit()</script>'
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.end_headers()
@@ -144,8 +161,7 @@ class _Evil(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_cross_site_request_cannot_roll_back(inspector: str, page: Page,
-                                                store_url: str) -> None:
+def test_a_cross_site_request_cannot_roll_back(inspector: str, page: Page, store_url: str) -> None:
     _Evil.target = inspector
     evil = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Evil)
     threading.Thread(target=evil.serve_forever, daemon=True).start()

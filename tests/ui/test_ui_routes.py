@@ -42,8 +42,9 @@ def _next(html: str) -> str | None:
 
 def test_sessions_list_filters_sorts_and_pages(store: memvault.Store) -> None:
     for i in range(120):
-        store.session(f"user-{i:03d}").append([Message.user("hi")] * 1 if i % 2 else
-                                              [Message.user("a"), Message.user("b")])
+        store.session(f"user-{i:03d}").append(
+            [Message.user("hi")] * 1 if i % 2 else [Message.user("a"), Message.user("b")]
+        )
     store.session("other").append([Message.user("x")])
     c = client(store)
     first = c.get("/").text
@@ -65,8 +66,9 @@ def test_sessions_list_filters_sorts_and_pages(store: memvault.Store) -> None:
     assert "page 1" in edited and "no longer applies" in edited and len(_ids(edited)) == 50
 
 
-def test_sessions_list_reads_one_page_only(store: memvault.Store,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sessions_list_reads_one_page_only(
+    store: memvault.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Neither every id (sessions()) nor one info() per session: one page, read once."""
     for i in range(60):
         store.session(f"s{i:02d}").append([Message.user("hi")])
@@ -101,11 +103,16 @@ def test_sessions_list_sorts_past_two_thousand_sessions(tmp_path: Path) -> None:
         infos = {sid: store.session(sid).info() for sid in store.sessions()}
         for sort in ("version", "length", "updated", "expires"):
             for desc in (False, True):
+
                 def key(sid: str, sort: str = sort) -> tuple[object, str]:
                     info = infos[sid]
                     assert info is not None
-                    value = {"version": info.version, "length": info.length,
-                             "updated": info.updated_at, "expires": 0}[sort]
+                    value = {
+                        "version": info.version,
+                        "length": info.length,
+                        "updated": info.updated_at,
+                        "expires": 0,
+                    }[sort]
                     return value, sid
 
                 expected = sorted(infos, key=key, reverse=desc)
@@ -123,10 +130,19 @@ def test_timeline_shows_events_roles_tools_and_hidden_messages(store: memvault.S
     page = client(store).get("/session?id=agent-1")
     assert page.status_code == 200
     html = page.text
-    for version, op in [(1, "append"), (2, "append"), (2, "snapshot"), (3, "append"),
-                        (4, "rollback"), (5, "append"), (6, "pop"), (7, "trim")]:
-        assert re.search(rf'<span class="ver">v{version}</span> <span class="op">{op}</span>',
-                         html), (version, op)
+    for version, op in [
+        (1, "append"),
+        (2, "append"),
+        (2, "snapshot"),
+        (3, "append"),
+        (4, "rollback"),
+        (5, "append"),
+        (6, "pop"),
+        (7, "trim"),
+    ]:
+        assert re.search(
+            rf'<span class="ver">v{version}</span> <span class="op">{op}</span>', html
+        ), (version, op)
     ver = '<span class="ver">v{}</span>'.format
     assert html.index(ver(3)) < html.index(ver(4)) < html.index(ver(7))
     assert 'class="msg role-tool"' in html and 'class="msg role-assistant"' in html
@@ -142,8 +158,12 @@ def test_content_is_escaped_and_the_policy_forbids_inline_script(store: memvault
     seed(store)
     store.session(HOSTILE_ID).append([Message.user(HOSTILE)])
     c = client(store)
-    for path in ("/session?id=agent-1", "/", f"/session?id={quote(HOSTILE_ID, safe='')}",
-                 "/diff?id=agent-1&a=v2&b=v3"):
+    for path in (
+        "/session?id=agent-1",
+        "/",
+        f"/session?id={quote(HOSTILE_ID, safe='')}",
+        "/diff?id=agent-1&a=v2&b=v3",
+    ):
         response = c.get(path)
         assert response.status_code == 200, path
         assert "<script>document" not in response.text and "<img src=x" not in response.text
@@ -181,19 +201,24 @@ def test_writes_are_refused_unless_allowed(store: memvault.Store) -> None:
     assert store.session("agent-1").info().version == 7
 
 
-@pytest.mark.parametrize("headers, token", [
-    ({}, "wrong"),
-    ({}, ""),
-    ({"origin": "http://evil.example"}, TOKEN),
-    ({"origin": "null"}, TOKEN),
-    ({"sec-fetch-site": "cross-site"}, TOKEN),
-])
-def test_cross_site_or_tokenless_writes_are_refused(store: memvault.Store,
-                                                    headers: dict[str, str], token: str) -> None:
+@pytest.mark.parametrize(
+    "headers, token",
+    [
+        ({}, "wrong"),
+        ({}, ""),
+        ({"origin": "http://evil.example"}, TOKEN),
+        ({"origin": "null"}, TOKEN),
+        ({"sec-fetch-site": "cross-site"}, TOKEN),
+    ],
+)
+def test_cross_site_or_tokenless_writes_are_refused(
+    store: memvault.Store, headers: dict[str, str], token: str
+) -> None:
     seed(store)
     c = client(store, writes=True)
-    response = c.post("/do/rollback", data={"id": "agent-1", "token": token, "name": "good"},
-                      headers=headers)
+    response = c.post(
+        "/do/rollback", data={"id": "agent-1", "token": token, "name": "good"}, headers=headers
+    )
     assert response.status_code == 403
     assert store.session("agent-1").info().version == 7
 
@@ -203,8 +228,11 @@ def test_rollback_shows_the_saved_state_and_undo_restores_it(store: memvault.Sto
     before = s.history()
     c = client(store, writes=True)
     assert f'value="{TOKEN}"' in c.get("/session?id=agent-1").text
-    done = c.post("/do/rollback", data={"id": "agent-1", "token": TOKEN, "name": "good"},
-                  headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"})
+    done = c.post(
+        "/do/rollback",
+        data={"id": "agent-1", "token": TOKEN, "name": "good"},
+        headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"},
+    )
     assert done.status_code == 200 and "auto:pre-rollback@v7" in done.text
     saved = re.search(r'id="compare-saved" href="([^"]+)"', done.text)
     assert saved
@@ -212,8 +240,9 @@ def test_rollback_shows_the_saved_state_and_undo_restores_it(store: memvault.Sto
     assert re.search(r'id="hidden-count">1<', diff)  # the answer the rollback hid
     assert re.search(r'id="added-count">1<', diff)  # the system turn trim had hidden
     assert len(s.history()) == 4
-    undo = c.post("/do/rollback",
-                  data={"id": "agent-1", "token": TOKEN, "name": "auto:pre-rollback@v7"})
+    undo = c.post(
+        "/do/rollback", data={"id": "agent-1", "token": TOKEN, "name": "auto:pre-rollback@v7"}
+    )
     assert undo.status_code == 200
     assert s.history() == before
 
@@ -223,8 +252,9 @@ def test_snapshot_and_fork_with_undo(store: memvault.Store) -> None:
     c = client(store, writes=True)
     snap = c.post("/do/snapshot", data={"id": "agent-1", "token": TOKEN, "name": "checked"})
     assert "saved snapshot" in snap.text and [x.name for x in s.snapshots()][-1] == "checked"
-    fork = c.post("/do/fork",
-                  data={"id": "agent-1", "token": TOKEN, "new_id": "retry", "at": "good"})
+    fork = c.post(
+        "/do/fork", data={"id": "agent-1", "token": TOKEN, "new_id": "retry", "at": "good"}
+    )
     assert fork.status_code == 200 and "forked from" in fork.text
     assert [m.content for m in store.session("retry").history()][-1] == "18 C, sunny"
     assert 'action="/do/delete-fork"' in fork.text and 'name="id" value="retry"' in fork.text
@@ -279,8 +309,10 @@ def test_only_the_given_host_names_are_served() -> None:
     """DNS rebinding: behind a loopback bind, another Host name gets 400, no data."""
     with memvault.open("memory://") as store:
         seed(store)
-        c = TestClient(create_app(store, allowed_hosts=["127.0.0.1", "localhost"]),
-                       base_url="http://127.0.0.1:8737")
+        c = TestClient(
+            create_app(store, allowed_hosts=["127.0.0.1", "localhost"]),
+            base_url="http://127.0.0.1:8737",
+        )
         assert c.get("/session?id=agent-1").status_code == 200
         evil = c.get("/session?id=agent-1", headers={"host": "evil.example:8737"})
         assert evil.status_code == 400 and "Paris" not in evil.text
@@ -291,8 +323,10 @@ def test_a_missing_ui_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.delitem(sys.modules, "memvault.ui.app", raising=False)
     monkeypatch.setitem(sys.modules, "jinja2", None)  # as if the extra were not installed
-    with memvault.open("memory://") as store, \
-            pytest.raises(memvault.ConfigurationError, match=r"memvault\[ui\]"):
+    with (
+        memvault.open("memory://") as store,
+        pytest.raises(memvault.ConfigurationError, match=r"memvault\[ui\]"),
+    ):
         create_app(store)
 
 
@@ -301,11 +335,16 @@ def test_a_compacted_log_says_where_it_starts(store: memvault.Store) -> None:
     store.compact(keep_events=3)
     html = client(store).get("/session?id=agent-1").text
     assert "events before version 5 were dropped by compact" in html
-    earlier = html[html.index('<section class="earlier">'):html.index("</section>",
-                                                                    html.index('"earlier"'))]
+    earlier = html[
+        html.index('<section class="earlier">') : html.index("</section>", html.index('"earlier"'))
+    ]
     assert "the history just before version 5" in earlier
     assert re.findall(r'class="msg role-(\w+)( hidden)?"', earlier) == [
-        ("system", " hidden"), ("user", ""), ("assistant", ""), ("tool", "")]
+        ("system", " hidden"),
+        ("user", ""),
+        ("assistant", ""),
+        ("tool", ""),
+    ]
     assert ">v4<" not in html and ">v7<" in html
     assert "VersionNotFoundError" in client(store).get("/diff?id=agent-1&a=v2&b=v7").text
 
@@ -317,12 +356,16 @@ def test_memvault_ui_takes_the_global_url_and_prints_its_address(tmp_path: Path)
     url, port = f"sqlite:///{tmp_path / 'g.db'}", free_port()
     with memvault.open(url) as store:
         seed(store)
-    proc = subprocess.Popen([sys.executable, "-m", "memvault", "--url", url, "ui", "--port",
-                             str(port)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memvault", "--url", url, "ui", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith(
-            f"memvault inspector on http://127.0.0.1:{port}/ (read-only)")
+            f"memvault inspector on http://127.0.0.1:{port}/ (read-only)"
+        )
         for _ in range(100):  # the line is printed just before the server binds
             try:
                 page = httpx.get(f"http://127.0.0.1:{port}/session?id=agent-1", timeout=5)
@@ -370,13 +413,14 @@ def test_a_fork_shows_what_it_copied_then_its_own_turns(store: memvault.Store) -
     s.append([Message.user("copied 1"), Message.assistant("copied 2")])
     s.fork("child").append([Message.user("own")])
     html = client(store).get("/session?id=child").text
-    fork = html[html.index('<span class="op">fork</span>'):html.index(">v2<")]
+    fork = html[html.index('<span class="op">fork</span>') : html.index(">v2<")]
     assert "copied 1" in fork and "copied 2" in fork
-    assert "own" in html[html.index(">v2<"):]
+    assert "own" in html[html.index(">v2<") :]
 
 
 def test_summaries_show_their_range_and_summarized_messages_stay_visible(
-        store: memvault.Store) -> None:
+    store: memvault.Store,
+) -> None:
     s = store.session("sum")
     s.append([Message.user(f"turn {i}") for i in range(4)])
     through = s.history()[1].id
@@ -387,5 +431,5 @@ def test_summaries_show_their_range_and_summarized_messages_stay_visible(
     summarized = re.findall(r'class="msg role-user summarized"', html)
     assert len(summarized) == 2
     start = html.index('<span class="op">summarize</span>')
-    event = html[start:html.index('<span class="ver">v3</span>')]
+    event = html[start : html.index('<span class="ver">v3</span>')]
     assert "SUMMARY of turns 0-1" in event and "2 messages" in event and through in event

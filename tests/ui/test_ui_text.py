@@ -15,8 +15,13 @@ from tests.support.inspector import seed
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memvault", *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "memvault", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def seeded(tmp_path: Path) -> str:
@@ -33,9 +38,17 @@ def test_timeline_lists_events_with_their_messages(tmp_path: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[0] == "agent-1  version 8, 5 visible messages"
     ops = [re.match(r"v(\d+) +(\w+)", x).groups() for x in lines if x.startswith("v")]  # type: ignore[union-attr]
-    assert ops == [("1", "append"), ("2", "append"), ("2", "snapshot"), ("3", "append"),
-                   ("4", "rollback"), ("5", "append"), ("6", "pop"), ("7", "trim"),
-                   ("8", "append")]
+    assert ops == [
+        ("1", "append"),
+        ("2", "append"),
+        ("2", "snapshot"),
+        ("3", "append"),
+        ("4", "rollback"),
+        ("5", "append"),
+        ("6", "pop"),
+        ("7", "trim"),
+        ("8", "append"),
+    ]
     hidden = [x.split()[0] for x in lines if x.endswith("[hidden]")]
     assert hidden == ["system", "assistant", "user", "user"]
     assert any("→ calls get_weather(" in x and "[call_1]" in x for x in lines)
@@ -79,7 +92,9 @@ def test_a_compacted_log_shows_the_history_it_starts_from(tmp_path: Path) -> Non
     with memvault.open(url) as store:
         store.compact(keep_events=1)
     lines = run("--url", url, "show", "agent-1", "--timeline").stdout.splitlines()
-    assert lines[1] == ("(events before version 8 were dropped by compact(keep_events=...); "
-                        "the history just before version 8:)")
+    assert lines[1] == (
+        "(events before version 8 were dropped by compact(keep_events=...); "
+        "the history just before version 8:)"
+    )
     assert [x.split()[0] for x in lines[2:6]] == ["user", "assistant", "tool", "assistant"]
     assert lines[6].startswith("v8 ")

@@ -85,18 +85,27 @@ class Backend(Protocol):
     """
 
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None,
-        expect_message: str | None, w: Write,
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
     ) -> int: ...
     def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
     ) -> list[Stored]: ...
-    def chain(self, session_id: str, head: int, base: int, last: int | None,
-              now: float) -> list[Stored] | None: ...
+    def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None: ...
     def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     def pop(self, session_id: str, w: Write) -> Stored | None: ...
     def summarize(
-        self, session_id: str, record: Record, through: str, expect_version: int | None,
+        self,
+        session_id: str,
+        record: Record,
+        through: str,
+        expect_version: int | None,
         w: Write,
     ) -> int: ...
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
@@ -108,8 +117,13 @@ class Backend(Protocol):
     def delete(self, session_id: str, now: float) -> bool: ...
     def sessions(self, now: float) -> list[str]: ...
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
-    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                progress: Progress | None = None) -> CompactStats: ...
+    def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats: ...
     def close(self) -> None: ...
 
 
@@ -123,26 +137,41 @@ class Searching(Protocol):
     session), best first; hidden ones (position None) only if ``include_hidden``.
     """
 
-    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
-               include_hidden: bool, now: float) -> list[Match]: ...
+    def search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> list[Match]: ...
 
 
 class AsyncBackend(Protocol):
     """The asynchronous backend protocol: :class:`Backend` with every method awaited."""
 
     async def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None,
-        expect_message: str | None, w: Write,
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
     ) -> int: ...
     async def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
     ) -> list[Stored]: ...
-    async def chain(self, session_id: str, head: int, base: int, last: int | None,
-                    now: float) -> list[Stored] | None: ...
+    async def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None: ...
     async def info(self, session_id: str, now: float) -> SessionInfo | None: ...
     async def pop(self, session_id: str, w: Write) -> Stored | None: ...
     async def summarize(
-        self, session_id: str, record: Record, through: str, expect_version: int | None,
+        self,
+        session_id: str,
+        record: Record,
+        through: str,
+        expect_version: int | None,
         w: Write,
     ) -> int: ...
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
@@ -154,8 +183,13 @@ class AsyncBackend(Protocol):
     async def delete(self, session_id: str, now: float) -> bool: ...
     async def sessions(self, now: float) -> list[str]: ...
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
-    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                      progress: Progress | None = None) -> CompactStats: ...
+    async def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats: ...
     async def close(self) -> None: ...
 
 
@@ -201,26 +235,38 @@ class ThreadedAsyncBackend:
             return self._search
         raise AttributeError(name)
 
-    async def _search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
-                      include_hidden: bool, now: float) -> list[Match]:
+    async def _search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> list[Match]:
         searching = cast(Searching, self.backend)
-        return await self._thread(searching.search, session_ids, terms, k,
-                                  include_hidden, now)
+        return await self._thread(searching.search, session_ids, terms, k, include_hidden, now)
 
     async def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None,
-        expect_message: str | None, w: Write,
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
     ) -> int:
-        return await self._thread(self.backend.append, session_id, records,
-                                  expect_version, expect_message, w)
+        return await self._thread(
+            self.backend.append, session_id, records, expect_version, expect_message, w
+        )
 
-    async def history(self, session_id: str, last: int | None, now: float,
-                      full: bool = False) -> list[Stored]:
+    async def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         args = (session_id, last, now, True) if full else (session_id, last, now)
         return await self._thread(self.backend.history, *args)
 
-    async def chain(self, session_id: str, head: int, base: int, last: int | None,
-                    now: float) -> list[Stored] | None:
+    async def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None:
         return await self._thread(self.backend.chain, session_id, head, base, last, now)
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
@@ -229,10 +275,12 @@ class ThreadedAsyncBackend:
     async def pop(self, session_id: str, w: Write) -> Stored | None:
         return await self._thread(self.backend.pop, session_id, w)
 
-    async def summarize(self, session_id: str, record: Record, through: str,
-                        expect_version: int | None, w: Write) -> int:
-        return await self._thread(self.backend.summarize, session_id, record, through,
-                                  expect_version, w)
+    async def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> int:
+        return await self._thread(
+            self.backend.summarize, session_id, record, through, expect_version, w
+        )
 
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
         return await self._thread(self.backend.trim, session_id, keep_last, op, w)
@@ -261,8 +309,13 @@ class ThreadedAsyncBackend:
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return await self._thread(self.backend.sessions_page, query, now)
 
-    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                      progress: Progress | None = None) -> CompactStats:
+    async def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
         return await self._thread(self.backend.compact, keep_events, now, batch, progress)
 
     async def close(self) -> None:
@@ -279,8 +332,11 @@ class ThreadedAsyncBackend:
         return await self._thread(self.backend.vector_space)  # type: ignore[attr-defined]
 
     async def set_vector_space(self, space: str, reset: bool) -> None:
-        await self._thread(self.backend.set_vector_space,  # type: ignore[attr-defined]
-                           space, reset)
+        await self._thread(
+            self.backend.set_vector_space,  # type: ignore[attr-defined]
+            space,
+            reset,
+        )
 
     async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         return await self._thread(self.backend.get_vectors, keys)  # type: ignore[attr-defined]
@@ -295,5 +351,8 @@ class ThreadedAsyncBackend:
         await self._thread(self.backend.drop_vectors, keys)  # type: ignore[attr-defined]
 
     async def node_bodies(self, session_id: str, now: float) -> list[str]:
-        return await self._thread(self.backend.node_bodies,  # type: ignore[attr-defined]
-                                  session_id, now)
+        return await self._thread(
+            self.backend.node_bodies,  # type: ignore[attr-defined]
+            session_id,
+            now,
+        )

@@ -59,9 +59,13 @@ class _Txn(Protocol[R]):
     def delete_nodes(self, row: R, nodes: Sequence[int]) -> None: ...
 
 
-def compact(transaction: Callable[[bool], contextlib.AbstractContextManager[_Txn[R]]],
-            keep_events: int | None, now: float, batch: int,
-            progress: Progress | None) -> CompactStats:
+def compact(
+    transaction: Callable[[bool], contextlib.AbstractContextManager[_Txn[R]]],
+    keep_events: int | None,
+    now: float,
+    batch: int,
+    progress: Progress | None,
+) -> CompactStats:
     """Compact every session stored when it begins, ``batch`` sessions a step:
     each step plans in one read transaction, then deletes what it found in one write
     transaction (none if it found nothing), so writers wait only for the deletes.
@@ -77,7 +81,7 @@ def compact(transaction: Callable[[bool], contextlib.AbstractContextManager[_Txn
     while done < len(names):
         with transaction(False) as txn:  # the plan: reads, so no writer waits for it
             plans, took, budget = [], 0, COMPACT_STEP_NODES
-            for name in names[done:done + batch]:
+            for name in names[done : done + batch]:
                 if took and budget <= 0:
                     break
                 took += 1
@@ -132,8 +136,7 @@ def _plan(txn: _Txn[R], row: R, keep_events: int | None, now: float) -> _Plan[R]
     return _Plan(row, False, drop, sorted(dead))
 
 
-def _apply(txn: _Txn[R], plan: _Plan[R], keep_events: int | None, now: float
-           ) -> CompactStats:
+def _apply(txn: _Txn[R], plan: _Plan[R], keep_events: int | None, now: float) -> CompactStats:
     """Carry ``plan`` out, if it still holds. What was garbage stays garbage whatever
     a writer did since (new pointers only ever point at what a head, a snapshot or a
     new node reaches), and the newest events kept now are newer than those the plan
@@ -143,16 +146,18 @@ def _apply(txn: _Txn[R], plan: _Plan[R], keep_events: int | None, now: float
     if row is None or (row.key, row.created_at) != (plan.row.key, plan.row.created_at):
         return CompactStats()
     if plan.expired:
-        return CompactStats(nodes=txn.purge(row), sessions=1) if not row.live(now) \
-            else CompactStats()
+        return (
+            CompactStats(nodes=txn.purge(row), sessions=1) if not row.live(now) else CompactStats()
+        )
     events = txn.drop_events(row, keep_events) if keep_events is not None else 0
     if plan.dead:
         txn.delete_nodes(row, plan.dead)
     return CompactStats(nodes=len(plan.dead), events=events)
 
 
-def _reachable(session_id: str, links: dict[int, tuple[int, int]],
-               pointers: list[tuple[int, int]]) -> set[int]:
+def _reachable(
+    session_id: str, links: dict[int, tuple[int, int]], pointers: list[tuple[int, int]]
+) -> set[int]:
     """Nodes visible from any ``(head, base)`` pointer: the chain above its base.
 
     Raises:

@@ -70,10 +70,16 @@ def decoded(session_id: str, what: str, parse: Callable[[], T]) -> T:
     whatever it raises on damaged data becomes CorruptRecordError naming ``what``."""
     try:
         return parse()
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
-            RecursionError) as exc:
-        raise CorruptRecordError(session_id, None, f"{what} cannot be decoded ({exc})") \
-            from exc
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+    ) as exc:
+        raise CorruptRecordError(session_id, None, f"{what} cannot be decoded ({exc})") from exc
 
 
 def json_object(text: str | bytes) -> dict[str, object]:
@@ -146,8 +152,15 @@ class Row:
 
     def info(self) -> SessionInfo:
         """The session's :class:`~memvault.model.SessionInfo`."""
-        return SessionInfo(self.name, self.version, self.view, utc(self.created_at),
-                           utc(self.updated_at), to_datetime(self.expires_at), self.summarized)
+        return SessionInfo(
+            self.name,
+            self.version,
+            self.view,
+            utc(self.created_at),
+            utc(self.updated_at),
+            to_datetime(self.expires_at),
+            self.summarized,
+        )
 
 
 class Node(NamedTuple):
@@ -359,16 +372,24 @@ class Engine:
         return txn.create(name, w.now)
 
     @staticmethod
-    def _live_ids(txn: Txn, name: str, ids: Sequence[str],
-                  now: float) -> tuple[Row | None, set[str]]:
+    def _live_ids(
+        txn: Txn, name: str, ids: Sequence[str], now: float
+    ) -> tuple[Row | None, set[str]]:
         """The live row of session ``name`` (None if there is none) and which of ``ids``
         it stores (a backend that reads both in one statement overrides this)."""
         row = Engine._live(txn, name, now)
         return row, txn.stored_ids(row, ids) if row else set()
 
     def _commit(
-        self, txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int],
-        detail: dict[str, object], *, bump: bool = True,
+        self,
+        txn: Txn,
+        row: Row,
+        op: str,
+        w: Write,
+        before: tuple[int, int],
+        detail: dict[str, object],
+        *,
+        bump: bool = True,
     ) -> None:
         if bump:
             row.version += 1
@@ -378,12 +399,25 @@ class Engine:
         self._log(txn, row, op, w, before, detail)
 
     @staticmethod
-    def _log(txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int],
-             detail: dict[str, object]) -> None:
+    def _log(
+        txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int], detail: dict[str, object]
+    ) -> None:
         """Add the operation's event to the session's log (a backend that stores its
         fields as they are overrides this: an :class:`Event` costs every write)."""
-        txn.add_event(row, Event(row.version, op, w.writer, utc(w.now), before[0], before[1],
-                                 row.head, row.base, detail))
+        txn.add_event(
+            row,
+            Event(
+                row.version,
+                op,
+                w.writer,
+                utc(w.now),
+                before[0],
+                before[1],
+                row.head,
+                row.base,
+                detail,
+            ),
+        )
 
     @staticmethod
     def _chain(txn: Txn, row: Row, head: int, top: int, count: int) -> list[Node]:
@@ -404,15 +438,20 @@ class Engine:
         txn.insert_nodes(row, nodes)
 
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None,
-        expect_message: str | None, w: Write,
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
     ) -> int:
         with self.transaction(True) as txn:
             ids = [r.id for r in records]
             # One look-up for the batch and the expected message (it is not in the batch:
             # a batch that names it would be a retry, decided by the batch's own ids).
-            row, found = self._live_ids(txn, session_id,
-                                        [*ids, expect_message] if expect_message else ids, w.now)
+            row, found = self._live_ids(
+                txn, session_id, [*ids, expect_message] if expect_message else ids, w.now
+            )
             stored = found.intersection(ids) if found else found
             if stored:
                 if len(stored) == len(records):
@@ -430,8 +469,9 @@ class Engine:
             self._commit(txn, row, "append", w, before, {"messages": len(records)})
             return row.version
 
-    def history(self, session_id: str, last: int | None, now: float,
-                full: bool = False) -> list[Stored]:
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
             if row is None:
@@ -465,10 +505,11 @@ class Engine:
                 out.append((n.depth, summaries[n.depth].body))
             out.append((n.depth, n.body))
         out.reverse()
-        return out if last is None else out[len(out) - min(last, len(out)):]
+        return out if last is None else out[len(out) - min(last, len(out)) :]
 
-    def chain(self, session_id: str, head: int, base: int, last: int | None,
-              now: float) -> list[Stored] | None:
+    def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
             if row is None or head == 0:
@@ -502,8 +543,7 @@ class Engine:
                 row.summary = node.parent
                 # a missing earlier summary is named at the undone one's depth (its
                 # own is not known without it), as Redis and PostgreSQL name it
-                row.through = (_stored(txn, row, node.parent, node.depth).depth
-                               if node.parent else 0)
+                row.through = _stored(txn, row, node.parent, node.depth).depth if node.parent else 0
                 detail = {"summary_id": node.msg_id}
             # decoded before the commit: a pop whose message cannot be returned changes
             # nothing (a retry would pop a second message)
@@ -536,16 +576,28 @@ class Engine:
 
     @staticmethod
     def _save_snapshot(txn: Txn, row: Row, name: str, w: Write, *, auto: bool) -> Snapshot:
-        snap = Snapshot(name, row.head, row.base, row.version, row.length,
-                        utc(w.now), auto, row.summary, row.through)
+        snap = Snapshot(
+            name,
+            row.head,
+            row.base,
+            row.version,
+            row.length,
+            utc(w.now),
+            auto,
+            row.summary,
+            row.through,
+        )
         txn.put_snapshot(row, snap)
         return snap
 
     def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
         with self.transaction(False) as txn:
             row = self._live(txn, session_id, now)
-            return [check_snapshot(session_id, snap, row.next_node)
-                    for snap in txn.snapshots(row)] if row else []
+            return (
+                [check_snapshot(session_id, snap, row.next_node) for snap in txn.snapshots(row)]
+                if row
+                else []
+            )
 
     def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
         with self.transaction(True) as txn:
@@ -571,33 +623,50 @@ class Engine:
             if self._live(txn, new_id, w.now) is not None:
                 raise session_exists(new_id)
             head, top, count, base, summary, through = (
-                (source.head, source.depth, source.length, source.base, source.summary,
-                 source.through) if source else (0, 0, 0, 0, 0, 0))
+                (
+                    source.head,
+                    source.depth,
+                    source.length,
+                    source.base,
+                    source.summary,
+                    source.through,
+                )
+                if source
+                else (0, 0, 0, 0, 0, 0)
+            )
             if at is not None:
                 snap = txn.get_snapshot(source, at) if source else None
                 if source is None or snap is None:
                     raise snapshot_missing(session_id, at)
                 check_snapshot(session_id, snap, source.next_node)
                 head, top, count, base, summary, through = (
-                    snap.head, snap.base + snap.length, snap.length, snap.base, snap.summary,
-                    snap.through)
+                    snap.head,
+                    snap.base + snap.length,
+                    snap.length,
+                    snap.base,
+                    snap.summary,
+                    snap.through,
+                )
             # everything is read before anything is written: memory has no rollback
             nodes = self._chain(txn, source, head, top, count) if source else []
-            kept = _stored(txn, source, summary, through) \
-                if source and summary and through > base else None
+            kept = (
+                _stored(txn, source, summary, through)
+                if source and summary and through > base
+                else None
+            )
             row = self._start(txn, new_id, None, w)
             self._add_nodes(txn, row, [(n.msg_id, n.body) for n in reversed(nodes)])
             if kept is not None:
                 self._add_summary(txn, row, kept, through - base, 0)
             self._commit(txn, row, "fork", w, (0, 0), {"from": session_id, "at": at})
 
-    def _add_summary(self, txn: Txn, row: Row, summary: Node | Record, through: int,
-                     parent: int) -> None:
+    def _add_summary(
+        self, txn: Txn, row: Row, summary: Node | Record, through: int, parent: int
+    ) -> None:
         """Store ``summary`` off the chain (its parent: the previous summary; its depth:
         ``through``) and point the session at it."""
         msg_id = summary.msg_id if isinstance(summary, Node) else summary.id
-        self._insert_summary(txn, row, Node(row.next_node, parent, through, msg_id,
-                                            summary.body))
+        self._insert_summary(txn, row, Node(row.next_node, parent, through, msg_id, summary.body))
         row.summary, row.through, row.next_node = row.next_node, through, row.next_node + 1
 
     @staticmethod
@@ -605,8 +674,9 @@ class Engine:
         """Store a summary node (a backend that tells summaries apart overrides this)."""
         txn.insert_nodes(row, [node])
 
-    def summarize(self, session_id: str, record: Record, through: str,
-                  expect_version: int | None, w: Write) -> int:
+    def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> int:
         """Point the session at a new summary standing for the messages through
         ``through``. Checks in order: a stored summary id (a retry of the current
         summary is a no-op), ``expect_version``, then ``through``."""
@@ -623,16 +693,24 @@ class Engine:
             target = txn.find(row, through) if row else None
             if row is None or target is None:
                 raise unknown_through(session_id, through)
-            if not row.base < target.depth <= row.depth or \
-                    txn.chain(row, row.head, row.depth - target.depth + 1)[-1].node != target.node:
+            if (
+                not row.base < target.depth <= row.depth
+                or txn.chain(row, row.head, row.depth - target.depth + 1)[-1].node != target.node
+            ):
                 raise hidden_through(session_id, through)
             if target.depth <= row.through:
                 raise summarized_through(session_id, through)
             folded = target.depth - row.floor
             self._add_summary(txn, row, record, target.depth, row.summary)
             self._store_vectors(txn, [record])
-            self._commit(txn, row, "summarize", w, (row.head, row.base),
-                         {"summary_id": record.id, "through": through, "messages": folded})
+            self._commit(
+                txn,
+                row,
+                "summarize",
+                w,
+                (row.head, row.base),
+                {"summary_id": record.id, "through": through, "messages": folded},
+            )
             return row.version
 
     def log(self, session_id: str, now: float) -> list[Event]:
@@ -656,13 +734,23 @@ class Engine:
         """Every live row, filtered, ordered and cut in Python (O(sessions)); a backend
         with an index on the keys overrides it."""
         with self.transaction(False) as txn:
-            return select(query, [(info, key_of(info, query.order, (row.updated_at,
-                                                                       row.expires_at)))
-                                  for row in txn.rows() if row.live(now)
-                                  for info in [row.info()]])
+            return select(
+                query,
+                [
+                    (info, key_of(info, query.order, (row.updated_at, row.expires_at)))
+                    for row in txn.rows()
+                    if row.live(now)
+                    for info in [row.info()]
+                ],
+            )
 
-    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                progress: Progress | None = None) -> CompactStats:
+    def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
         return compaction.compact(self.transaction, keep_events, now, batch, progress)
 
 
@@ -674,8 +762,7 @@ def _stored(txn: Txn, row: Row, node: int, depth: int) -> Node:
     return found
 
 
-def _read(txn: Txn, row: Row, head: int, top: int, count: int,
-          last: int | None) -> list[Stored]:
+def _read(txn: Txn, row: Row, head: int, top: int, count: int, last: int | None) -> list[Stored]:
     """The ``count`` nodes from ``head`` (at depth ``top``) back (the newest ``last`` of
     them), oldest first; CorruptRecordError if the chain is broken."""
     count = max(0, count if last is None else min(last, count))

@@ -44,8 +44,9 @@ class IndexTxn(Txn, Protocol):
         summary, off the chain."""
         ...
 
-    def matches(self, row: Row | None, terms: Sequence[str]
-                ) -> Iterator[tuple[int | str, int, bool, float]]:
+    def matches(
+        self, row: Row | None, terms: Sequence[str]
+    ) -> Iterator[tuple[int | str, int, bool, float]]:
         """Stored nodes holding any of ``terms``, best first: ``(session key, node,
         is a summary, score)``; of session ``row``, or of every session (None),
         expired ones included (the engine skips them)."""
@@ -87,8 +88,9 @@ class WordIndex:
             if not self.postings[term]:
                 del self.postings[term]
 
-    def rank(self, session: int | str | None, terms: Sequence[str]
-             ) -> list[tuple[int | str, int, bool, float]]:
+    def rank(
+        self, session: int | str | None, terms: Sequence[str]
+    ) -> list[tuple[int | str, int, bool, float]]:
         """Okapi BM25 of the documents holding any term (of ``session``), best first."""
         n = len(self.docs)
         average = self.words / n if n else 1.0
@@ -100,10 +102,10 @@ class WordIndex:
                 if session is None or doc[0] == session:
                     length = self.docs[doc][2]
                     scores[doc] = scores.get(doc, 0.0) + idf * tf * (K1 + 1) / (
-                        tf + K1 * (1 - B + B * length / (average or 1.0)))
+                        tf + K1 * (1 - B + B * length / (average or 1.0))
+                    )
         ranked = sorted(scores.items(), key=lambda item: -item[1])
-        return [(name, node, self.docs[(name, node)][0], score)
-                for (name, node), score in ranked]
+        return [(name, node, self.docs[(name, node)][0], score) for (name, node), score in ranked]
 
 
 class _View:
@@ -153,8 +155,14 @@ class _View:
         return depth - self.row.base + bisect.bisect_left(self.throughs, depth)
 
 
-def search(txn: IndexTxn, rows: Sequence[Row], scoped: bool, terms: Sequence[str], k: int,
-           include_hidden: bool) -> list[Match]:
+def search(
+    txn: IndexTxn,
+    rows: Sequence[Row],
+    scoped: bool,
+    terms: Sequence[str],
+    k: int,
+    include_hidden: bool,
+) -> list[Match]:
     """The ``k`` best matches among the sessions of ``rows`` (live ones), best first.
 
     ``scoped``: the index is asked per session of ``rows``; otherwise once, for all
@@ -176,8 +184,13 @@ def search(txn: IndexTxn, rows: Sequence[Row], scoped: bool, terms: Sequence[str
             position = view.position(node, stored.depth, summary)
             if position is None and not include_hidden:
                 continue
-            found.append((-score, len(found),
-                          Match(view.row.name, stored.depth, stored.body, position, score)))
+            found.append(
+                (
+                    -score,
+                    len(found),
+                    Match(view.row.name, stored.depth, stored.body, position, score),
+                )
+            )
             taken += 1
     found.sort()
     return [match for *_, match in found[:k]]
@@ -191,15 +204,24 @@ class IndexedEngine(Engine):
     def _insert_summary(txn: Txn, row: Row, node: Node) -> None:
         cast(IndexTxn, txn).insert_nodes(row, [node], summary=True)
 
-    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
-               include_hidden: bool, now: float) -> list[Match]:
+    def search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> list[Match]:
         with self.transaction(False) as plain:
             txn = cast(IndexTxn, plain)
             if session_ids is None:
                 rows = [row for row in txn.rows() if row.live(now)]
             else:
-                rows = [row for sid in dict.fromkeys(session_ids)
-                        if (row := self._live(txn, sid, now)) is not None]
+                rows = [
+                    row
+                    for sid in dict.fromkeys(session_ids)
+                    if (row := self._live(txn, sid, now)) is not None
+                ]
             # one session: the index is asked for its range; several: once for the
             # whole store, the others' matches skipped (asking per session ranked
             # every match of the store once per session: 51 sessions, 390 ms)

@@ -47,8 +47,7 @@ class _Vectors:
 
 
 class _MemoryTxn:
-    def __init__(self, data: dict[str, _Session], index: WordIndex, vectors: _Vectors
-                 ) -> None:
+    def __init__(self, data: dict[str, _Session], index: WordIndex, vectors: _Vectors) -> None:
         self._data = data
         self._index = index
         self._vectors = vectors
@@ -159,8 +158,9 @@ class _MemoryTxn:
     def bodies(self, row: Row) -> list[str]:
         return [n.body for n in self._data[row.name].nodes.values()]
 
-    def matches(self, row: Row | None, terms: Sequence[str]
-                ) -> Iterator[tuple[int | str, int, bool, float]]:
+    def matches(
+        self, row: Row | None, terms: Sequence[str]
+    ) -> Iterator[tuple[int | str, int, bool, float]]:
         return iter(self._index.rank(None if row is None else row.name, terms))
 
     def message_count(self, row: Row) -> int:
@@ -198,6 +198,7 @@ def open_backend(url: str, **options: Any) -> Backend:
     """Open ``memory://`` (it takes no path, host or option)."""
     if url.rstrip("/") != "memory:":
         raise ConfigurationError(
-            f"the memory store takes no path or host: use 'memory://', not {redact(url)!r}")
+            f"the memory store takes no path or host: use 'memory://', not {redact(url)!r}"
+        )
     read_options(url, "", {}, options, backend="the memory store")
     return MemoryBackend()

@@ -137,28 +137,41 @@ class PostgresSettings:
 # The options of a PostgreSQL store; a URL's query sets only the schema and
 # prepared_statements, properties of the deployment (its other parameters go to libpq).
 OPTIONS: dict[str, Parse | None] = {
-    "schema": str, "min_size": KEYWORD_ONLY, "max_size": KEYWORD_ONLY,
-    "timeout": KEYWORD_ONLY, "migrate": KEYWORD_ONLY, "prepared_statements": boolean,
+    "schema": str,
+    "min_size": KEYWORD_ONLY,
+    "max_size": KEYWORD_ONLY,
+    "timeout": KEYWORD_ONLY,
+    "migrate": KEYWORD_ONLY,
+    "prepared_statements": boolean,
 }
 
 
 def settings(url: str, **options: Any) -> PostgresSettings:
     """Parse a ``postgresql://`` URL and the backend's options into :class:`PostgresSettings`."""
     base, _, query = url.partition("?")
-    given = read_options(url, query, OPTIONS, options, backend="PostgreSQL",
-                         passed_on=EVERY_PARAMETER)
+    given = read_options(
+        url, query, OPTIONS, options, backend="PostgreSQL", passed_on=EVERY_PARAMETER
+    )
     url_schema, schema = given.from_url.get("schema"), given.keywords.get("schema")
     if url_schema is not None and schema is not None and url_schema != schema:
         raise ConfigurationError(
-            f"{redact(url)}: the URL names schema {url_schema!r} and the option {schema!r}")
+            f"{redact(url)}: the URL names schema {url_schema!r} and the option {schema!r}"
+        )
     conninfo = base + ("?" + "&".join(given.passed_on) if given.passed_on else "")
     chosen = schema if schema is not None else url_schema
     return _settings(conninfo, redact(url), **{**given.merged, "schema": chosen})
 
 
-def _settings(conninfo: str, where: str, schema: str | None = None, min_size: int = 1,
-              max_size: int = 10, timeout: float = 30.0, migrate: bool = True,
-              prepared_statements: bool = True) -> PostgresSettings:
+def _settings(
+    conninfo: str,
+    where: str,
+    schema: str | None = None,
+    min_size: int = 1,
+    max_size: int = 10,
+    timeout: float = 30.0,
+    migrate: bool = True,
+    prepared_statements: bool = True,
+) -> PostgresSettings:
     for name, value, low in (("min_size", min_size, 0), ("max_size", max_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigurationError(f"{name} must be an integer >= {low}, not {value!r}")
@@ -169,8 +182,9 @@ def _settings(conninfo: str, where: str, schema: str | None = None, min_size: in
         if not isinstance(given, bool):
             raise ConfigurationError(f"{flag} must be True or False, not {given!r}")
     name = check_schema(DEFAULT_SCHEMA if schema is None else schema)
-    return PostgresSettings(conninfo, name, min_size, max_size, float(timeout), migrate,
-                            prepared_statements, where)
+    return PostgresSettings(
+        conninfo, name, min_size, max_size, float(timeout), migrate, prepared_statements, where
+    )
 
 
 class MigrationResult(NamedTuple):
@@ -186,8 +200,9 @@ def _connect_failure(exc: psycopg.Error, s: PostgresSettings) -> MemvaultError:
     return BackendUnavailableError(f"cannot connect to PostgreSQL at {s.where}: {reason_of(exc)}")
 
 
-def _migration_failure(exc: psycopg.Error, s: PostgresSettings,
-                       conn: psycopg.BaseConnection[Any]) -> MemvaultError:
+def _migration_failure(
+    exc: psycopg.Error, s: PostgresSettings, conn: psycopg.BaseConnection[Any]
+) -> MemvaultError:
     refused = refusal(exc.sqlstate or "", exc.diag.message_detail or "", s.schema, s.where)
     if refused is not None:
         return refused
@@ -195,9 +210,11 @@ def _migration_failure(exc: psycopg.Error, s: PostgresSettings,
         return BackendUnavailableError(
             f"PostgreSQL at {s.where}: the connection was lost while migrating schema "
             f"{s.schema!r} (a migration is one transaction: open again to retry): "
-            f"{reason_of(exc)}")
+            f"{reason_of(exc)}"
+        )
     return ConfigurationError(
-        f"PostgreSQL at {s.where}: cannot migrate schema {s.schema!r}: {reason_of(exc)}")
+        f"PostgreSQL at {s.where}: cannot migrate schema {s.schema!r}: {reason_of(exc)}"
+    )
 
 
 def _version_before(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
@@ -256,7 +273,8 @@ def _pool_failure(exc: psycopg.Error, s: PostgresSettings) -> MemvaultError:
     if isinstance(exc, PoolClosed):
         return BackendUnavailableError("the store is closed")
     return BackendUnavailableError(
-        f"no connection to PostgreSQL at {s.where} within {s.timeout:g}s: {reason_of(exc)}")
+        f"no connection to PostgreSQL at {s.where} within {s.timeout:g}s: {reason_of(exc)}"
+    )
 
 
 def _pool_args(s: PostgresSettings) -> dict[str, Any]:
@@ -264,8 +282,13 @@ def _pool_args(s: PostgresSettings) -> dict[str, Any]:
     connection: dict[str, Any] = {"autocommit": True}
     if not s.prepared_statements:
         connection["prepare_threshold"] = None
-    return {"min_size": s.min_size, "max_size": s.max_size, "timeout": s.timeout,
-            "kwargs": connection, "name": f"memvault:{s.schema}"}
+    return {
+        "min_size": s.min_size,
+        "max_size": s.max_size,
+        "timeout": s.timeout,
+        "kwargs": connection,
+        "name": f"memvault:{s.schema}",
+    }
 
 
 _PARENTS: list[Any] = []  # a fork's child: the parent's pools (_own_pool)
@@ -291,8 +314,7 @@ class PostgresBackend:
         parent's session. So it is kept here, never used and never closed (psycopg
         closes a dropped connection only in the process that opened it)."""
         _PARENTS.append(self._pool)
-        self._pool = ConnectionPool(self.settings.conninfo, open=False,
-                                    **_pool_args(self.settings))
+        self._pool = ConnectionPool(self.settings.conninfo, open=False, **_pool_args(self.settings))
         self._pid = os.getpid()
         return self._pool
 
@@ -337,20 +359,29 @@ class PostgresBackend:
 
     # One line per protocol method, like RedisBackend's: each hands its call to _run.
     # Alike in shape only.
-    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               expect_message: str | None, w: Write) -> int:
+    def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> int:
         return self._run(self._calls.append(session_id, records, expect_version, expect_message, w))
 
-    def history(self, session_id: str, last: int | None, now: float,
-                full: bool = False) -> list[Stored]:
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         return self._run(self._calls.history(session_id, last, now, full))
 
-    def summarize(self, session_id: str, record: Record, through: str,
-                  expect_version: int | None, w: Write) -> int:
+    def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> int:
         return self._run(self._calls.summarize(session_id, record, through, expect_version, w))
 
-    def chain(self, session_id: str, head: int, base: int, last: int | None,
-              now: float) -> list[Stored] | None:
+    def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None:
         return self._run(self._calls.chain(session_id, head, base, last, now))
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
@@ -386,12 +417,23 @@ class PostgresBackend:
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return self._run(self._calls.sessions_page(query, now))
 
-    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
-               include_hidden: bool, now: float) -> list[Match]:
+    def search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> list[Match]:
         return drive(self._calls.search(session_ids, terms, k, include_hidden, now), self._run)
 
-    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                progress: Progress | None = None) -> CompactStats:
+    def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
         return drive(self._calls.compact(keep_events, now, batch, progress), self._run)
 
     def close(self) -> None:
@@ -429,8 +471,9 @@ class AsyncPostgresBackend:
         """In a fork's child (as :meth:`PostgresBackend._own_pool`): a pool of its
         own, opened on the child's event loop at its first call."""
         _PARENTS.append(self._pool)
-        self._pool = AsyncConnectionPool(self.settings.conninfo, open=False,
-                                         **_pool_args(self.settings))
+        self._pool = AsyncConnectionPool(
+            self.settings.conninfo, open=False, **_pool_args(self.settings)
+        )
         self._opening, self._open, self._pid = asyncio.Lock(), False, os.getpid()
 
     async def _run(self, call: Call[T]) -> T:
@@ -442,8 +485,7 @@ class AsyncPostgresBackend:
         try:
             async with self._pool.connection() as conn:
                 try:
-                    async with conn.transaction() if call.checked else \
-                            contextlib.nullcontext():
+                    async with conn.transaction() if call.checked else contextlib.nullcontext():
                         cur = await conn.execute(call.sql, call.params)
                         return call.parse(await cur.fetchall())
                 except psycopg.Error as exc:
@@ -476,22 +518,33 @@ class AsyncPostgresBackend:
     async def node_bodies(self, session_id: str, now: float) -> list[str]:
         return await self._run(self._calls.node_bodies(session_id, now))
 
-    async def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-                     expect_message: str | None, w: Write) -> int:
-        return await self._run(self._calls.append(session_id, records, expect_version,
-                                                  expect_message, w))
+    async def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> int:
+        return await self._run(
+            self._calls.append(session_id, records, expect_version, expect_message, w)
+        )
 
-    async def history(self, session_id: str, last: int | None, now: float,
-                      full: bool = False) -> list[Stored]:
+    async def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         return await self._run(self._calls.history(session_id, last, now, full))
 
-    async def summarize(self, session_id: str, record: Record, through: str,
-                        expect_version: int | None, w: Write) -> int:
+    async def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> int:
         return await self._run(
-            self._calls.summarize(session_id, record, through, expect_version, w))
+            self._calls.summarize(session_id, record, through, expect_version, w)
+        )
 
-    async def chain(self, session_id: str, head: int, base: int, last: int | None,
-                    now: float) -> list[Stored] | None:
+    async def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None:
         return await self._run(self._calls.chain(session_id, head, base, last, now))
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
@@ -527,15 +580,26 @@ class AsyncPostgresBackend:
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return await self._run(self._calls.sessions_page(query, now))
 
-    async def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
-                     include_hidden: bool, now: float) -> list[Match]:
-        return await drive_async(self._calls.search(session_ids, terms, k, include_hidden, now),
-                                 self._run)
+    async def search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> list[Match]:
+        return await drive_async(
+            self._calls.search(session_ids, terms, k, include_hidden, now), self._run
+        )
 
-    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                      progress: Progress | None = None) -> CompactStats:
-        return await drive_async(self._calls.compact(keep_events, now, batch, progress),
-                                 self._run)
+    async def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
+        return await drive_async(self._calls.compact(keep_events, now, batch, progress), self._run)
 
     async def close(self) -> None:
         if self._pid != os.getpid():

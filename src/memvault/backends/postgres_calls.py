@@ -79,8 +79,16 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "drop_vectors": ("text[]",),
     "node_bodies": ("bytea", "float8"),
     "search_pending": ("int8",),
-    "search_index": ("int8[]", "int8[]", "bool[]", "float8[]", "int4[]", "int4[]", "text[]",
-                     "int4[]"),
+    "search_index": (
+        "int8[]",
+        "int8[]",
+        "bool[]",
+        "float8[]",
+        "int4[]",
+        "int4[]",
+        "text[]",
+        "int4[]",
+    ),
     "search": ("bytea[]", "text[]", "int4", "bool", "float8"),
 }
 
@@ -118,12 +126,14 @@ def _no_refusals(state: str, detail: str) -> MemvaultError | None:
 def _damage(session_id: str, refuse: Refuse = _no_refusals) -> Refuse:
     """``refuse``, and the damage the functions report (DETAIL: the depth, or a
     damaged snapshot's name in hex) as CorruptRecordError naming ``session_id``."""
+
     def check(state: str, detail: str) -> MemvaultError | None:
         if state == BROKEN_CHAIN:
             return errors.broken_chain(session_id, int(detail))
         if state == DAMAGED_SNAPSHOT:
             return errors.damaged_snapshot(
-                session_id, bytes.fromhex(detail.split(" ")[0]).decode("utf-8", "replace"))
+                session_id, bytes.fromhex(detail.split(" ")[0]).decode("utf-8", "replace")
+            )
         return refuse(state, detail)
 
     return check
@@ -164,14 +174,31 @@ def _optional_utf8(text: str | None) -> bytes | None:
 def _snapshot(session_id: str, r: tuple[Any, ...]) -> Snapshot:
     name = bytes(r[0]).decode("utf-8", "replace")
     # r[7:9], the summary pointer: absent from a schema before version 5
-    return engine.decoded(session_id, f"snapshot {name!r}", lambda: Snapshot(
-        bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6], *r[7:9]))
+    return engine.decoded(
+        session_id,
+        f"snapshot {name!r}",
+        lambda: Snapshot(
+            bytes(r[0]).decode("utf-8"), r[1], r[2], r[3], r[4], utc(r[5]), r[6], *r[7:9]
+        ),
+    )
 
 
 def _event(session_id: str, r: tuple[Any, ...]) -> Event:
-    return engine.decoded(session_id, f"the event of version {r[0]}", lambda: Event(
-        r[0], r[1], bytes(r[2]).decode("utf-8"), utc(r[3]), r[4], r[5], r[6], r[7],
-        engine.json_object(r[8])))
+    return engine.decoded(
+        session_id,
+        f"the event of version {r[0]}",
+        lambda: Event(
+            r[0],
+            r[1],
+            bytes(r[2]).decode("utf-8"),
+            utc(r[3]),
+            r[4],
+            r[5],
+            r[6],
+            r[7],
+            engine.json_object(r[8]),
+        ),
+    )
 
 
 def _scalar(rows: Rows) -> Any:
@@ -203,8 +230,9 @@ def _store_damage(state: str, detail: str) -> MemvaultError | None:
         return errors.broken_chain(bytes.fromhex(name).decode("utf-8"), int(depth))
     if state == DAMAGED_SNAPSHOT:
         snapshot, name = detail.split(" ")
-        return errors.damaged_snapshot(bytes.fromhex(name).decode("utf-8"),
-                                       bytes.fromhex(snapshot).decode("utf-8", "replace"))
+        return errors.damaged_snapshot(
+            bytes.fromhex(name).decode("utf-8"), bytes.fromhex(snapshot).decode("utf-8", "replace")
+        )
     return None
 
 
@@ -215,8 +243,21 @@ def _names(rows: Rows) -> list[str]:
 def _listed(rows: Rows) -> list[Listed]:
     """Rows of sessions_page: a session's info, then its key (as float8, which the
     function casts back for an integer order: exact below 2**53)."""
-    return [(SessionInfo(bytes(r[0]).decode("utf-8"), r[1], r[2], utc(r[3]), utc(r[4]),
-                         to_datetime(r[5]), r[6]), r[7]) for r in rows]
+    return [
+        (
+            SessionInfo(
+                bytes(r[0]).decode("utf-8"),
+                r[1],
+                r[2],
+                utc(r[3]),
+                utc(r[4]),
+                to_datetime(r[5]),
+                r[6],
+            ),
+            r[7],
+        )
+        for r in rows
+    ]
 
 
 class Calls:
@@ -248,8 +289,7 @@ class Calls:
         if not items:
             return call
         keys, vecs = [k for k, _ in items], [v for _, v in items]
-        return replace(call, sql=self._sql[f"{call.op}+vectors"],
-                       params=(keys, vecs, *call.params))
+        return replace(call, sql=self._sql[f"{call.op}+vectors"], params=(keys, vecs, *call.params))
 
     def vector_space(self) -> Call[str | None]:
         return self._call("vector_space", (), _scalar, write=False)
@@ -258,12 +298,17 @@ class Calls:
         return self._call("set_vector_space", (space, reset), _ignore, write=True)
 
     def get_vectors(self, keys: Sequence[str]) -> Call[dict[str, bytes]]:
-        return self._call("get_vectors", (list(keys),),
-                          lambda rows: {r[0]: bytes(r[1]) for r in rows}, write=False)
+        return self._call(
+            "get_vectors",
+            (list(keys),),
+            lambda rows: {r[0]: bytes(r[1]) for r in rows},
+            write=False,
+        )
 
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Call[None]:
-        return self._call("put_vectors", ([k for k, _ in items], [v for _, v in items]),
-                          _ignore, write=True)
+        return self._call(
+            "put_vectors", ([k for k, _ in items], [v for _, v in items]), _ignore, write=True
+        )
 
     def vector_keys(self) -> Call[list[str]]:
         return self._call("vector_keys", (), _column, write=False)
@@ -274,47 +319,80 @@ class Calls:
     def node_bodies(self, session_id: str, now: float) -> Call[list[str]]:
         return self._call("node_bodies", (_utf8(session_id), now), _column, write=False)
 
-    def _call(self, op: str, params: tuple[Any, ...], parse: Callable[[Rows], T], *,
-              write: bool, refuse: Refuse = _no_refusals) -> Call[T]:
+    def _call(
+        self,
+        op: str,
+        params: tuple[Any, ...],
+        parse: Callable[[Rows], T],
+        *,
+        write: bool,
+        refuse: Refuse = _no_refusals,
+    ) -> Call[T]:
         return Call(op, self._sql[op], params, parse, write, refuse)
 
     @staticmethod
     def _write(w: Write) -> tuple[bytes, float, float | None]:
         return _utf8(w.writer), w.now, w.expires_at
 
-    def append(self, session_id: str, records: Sequence[Record], expect_version: int | None,
-               expect_message: str | None, w: Write) -> Call[int]:
+    def append(
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
+    ) -> Call[int]:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == DUPLICATE_IDS:
                 count, example = detail.split(" ")
-                return errors.duplicate_ids(session_id, int(count), len(records),
-                                            bytes.fromhex(example).decode("utf-8"))
+                return errors.duplicate_ids(
+                    session_id, int(count), len(records), bytes.fromhex(example).decode("utf-8")
+                )
             if state == VERSION_CONFLICT and expect_version is not None:
                 return errors.version_conflict(session_id, int(detail), expect_version)
             if state == NOT_STORED and expect_message is not None:
                 return errors.not_stored(session_id, expect_message)
             return None
 
-        params = (_utf8(session_id), [_utf8(r.id) for r in records], [r.body for r in records],
-                  expect_version)
+        params = (
+            _utf8(session_id),
+            [_utf8(r.id) for r in records],
+            [r.body for r in records],
+            expect_version,
+        )
         if expect_message is None:
-            call = self._call("append", (*params, *self._write(w)), _scalar, write=True,
-                              refuse=refuse)
+            call = self._call(
+                "append", (*params, *self._write(w)), _scalar, write=True, refuse=refuse
+            )
         else:
-            call = self._call("append_after", (*params, _utf8(expect_message), *self._write(w)),
-                              _scalar, write=True, refuse=refuse)
+            call = self._call(
+                "append_after",
+                (*params, _utf8(expect_message), *self._write(w)),
+                _scalar,
+                write=True,
+                refuse=refuse,
+            )
         return self._with_vectors(call, records)
 
-    def history(self, session_id: str, last: int | None, now: float,
-                full: bool = False) -> Call[list[Stored]]:
-        return self._call("full_history" if full else "history", (_utf8(session_id), last, now),
-                          _stored, write=False, refuse=_damage(session_id))
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> Call[list[Stored]]:
+        return self._call(
+            "full_history" if full else "history",
+            (_utf8(session_id), last, now),
+            _stored,
+            write=False,
+            refuse=_damage(session_id),
+        )
 
-    def summarize(self, session_id: str, record: Record, through: str,
-                  expect_version: int | None, w: Write) -> Call[int]:
-        through_errors = {THROUGH_UNKNOWN: errors.unknown_through,
-                          THROUGH_HIDDEN: errors.hidden_through,
-                          THROUGH_SUMMARIZED: errors.summarized_through}
+    def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> Call[int]:
+        through_errors = {
+            THROUGH_UNKNOWN: errors.unknown_through,
+            THROUGH_HIDDEN: errors.hidden_through,
+            THROUGH_SUMMARIZED: errors.summarized_through,
+        }
 
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state in through_errors:
@@ -325,67 +403,116 @@ class Calls:
                 return errors.version_conflict(session_id, int(detail), expect_version)
             return None
 
-        params = (_utf8(session_id), _utf8(through), _utf8(record.id), record.body,
-                  expect_version, *self._write(w))
-        return self._with_vectors(self._call("summarize", params, _scalar, write=True,
-                                             refuse=_damage(session_id, refuse)), [record])
+        params = (
+            _utf8(session_id),
+            _utf8(through),
+            _utf8(record.id),
+            record.body,
+            expect_version,
+            *self._write(w),
+        )
+        return self._with_vectors(
+            self._call(
+                "summarize", params, _scalar, write=True, refuse=_damage(session_id, refuse)
+            ),
+            [record],
+        )
 
-    def chain(self, session_id: str, head: int, base: int, last: int | None,
-              now: float) -> Call[list[Stored] | None]:
+    def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> Call[list[Stored] | None]:
         def parse(rows: Rows) -> list[Stored] | None:
             return None if rows and rows[0][0] is None else _stored(rows)  # (NULL, NULL)
 
-        return self._call("chain", (_utf8(session_id), head, base, last, now), parse,
-                          write=False, refuse=_damage(session_id))
+        return self._call(
+            "chain",
+            (_utf8(session_id), head, base, last, now),
+            parse,
+            write=False,
+            refuse=_damage(session_id),
+        )
 
     def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
         def parse(rows: Rows) -> SessionInfo | None:
             if not rows:
                 return None
             version, length, created, updated, expires, *summarized = rows[0]  # schema < 5: no
-            return SessionInfo(session_id, version, length, utc(created), utc(updated),
-                               to_datetime(expires), *summarized)
+            return SessionInfo(
+                session_id,
+                version,
+                length,
+                utc(created),
+                utc(updated),
+                to_datetime(expires),
+                *summarized,
+            )
 
         return self._call("info", (_utf8(session_id), now), parse, write=False)
 
     def pop(self, session_id: str, w: Write) -> Call[Stored | None]:
         """Decoded before the commit: a pop whose message cannot be returned changes
         nothing (a retry would pop a second message)."""
+
         def parse(rows: Rows) -> Stored | None:
             if not rows:
                 return None
             decode_message(session_id, rows[0][0], rows[0][1])
             return rows[0][0], rows[0][1]
 
-        return replace(self._call("pop", (_utf8(session_id), *self._write(w)), parse,
-                                  write=True, refuse=_damage(session_id)), checked=True)
+        return replace(
+            self._call(
+                "pop",
+                (_utf8(session_id), *self._write(w)),
+                parse,
+                write=True,
+                refuse=_damage(session_id),
+            ),
+            checked=True,
+        )
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Call[int]:
         params = (_utf8(session_id), keep_last, op, *self._write(w))
         return self._call("trim", params, _scalar, write=True)
 
-    def _named(self, op: str, session_id: str, name: str, w: Write, state: str,
-               error: Callable[[str, str], MemvaultError]) -> Call[Snapshot]:
+    def _named(
+        self,
+        op: str,
+        session_id: str,
+        name: str,
+        w: Write,
+        state: str,
+        error: Callable[[str, str], MemvaultError],
+    ) -> Call[Snapshot]:
         """snapshot and rollback: a write naming a snapshot, returning one, refusing once."""
+
         def refuse(got: str, detail: str) -> MemvaultError | None:
             return error(session_id, name) if got == state else None
 
         params = (_utf8(session_id), _utf8(name), *self._write(w))
-        return self._call(op, params, lambda rows: _snapshot(session_id, rows[0]), write=True,
-                          refuse=_damage(session_id, refuse))
+        return self._call(
+            op,
+            params,
+            lambda rows: _snapshot(session_id, rows[0]),
+            write=True,
+            refuse=_damage(session_id, refuse),
+        )
 
     def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
-        return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS,
-                           errors.snapshot_exists)
+        return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS, errors.snapshot_exists)
 
     def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
-        return self._call("snapshots", (_utf8(session_id), now),
-                          lambda rows: [_snapshot(session_id, r) for r in rows], write=False,
-                          refuse=_damage(session_id))
+        return self._call(
+            "snapshots",
+            (_utf8(session_id), now),
+            lambda rows: [_snapshot(session_id, r) for r in rows],
+            write=False,
+            refuse=_damage(session_id),
+        )
 
     def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
-        return self._named("rollback", session_id, name, w, SNAPSHOT_MISSING,
-                           errors.snapshot_missing)
+        return self._named(
+            "rollback", session_id, name, w, SNAPSHOT_MISSING, errors.snapshot_missing
+        )
 
     def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Call[None]:
         def refuse(state: str, detail: str) -> MemvaultError | None:
@@ -396,12 +523,15 @@ class Calls:
             return None
 
         params = (_utf8(session_id), _utf8(new_id), _optional_utf8(at), *self._write(w))
-        return self._call("fork", params, _ignore, write=True,
-                          refuse=_damage(session_id, refuse))
+        return self._call("fork", params, _ignore, write=True, refuse=_damage(session_id, refuse))
 
     def log(self, session_id: str, now: float) -> Call[list[Event]]:
-        return self._call("log", (_utf8(session_id), now),
-                          lambda rows: [_event(session_id, r) for r in rows], write=False)
+        return self._call(
+            "log",
+            (_utf8(session_id), now),
+            lambda rows: [_event(session_id, r) for r in rows],
+            write=False,
+        )
 
     def delete(self, session_id: str, now: float) -> Call[bool]:
         return self._call("delete", (_utf8(session_id), now), _scalar, write=True)
@@ -411,12 +541,25 @@ class Calls:
 
     def sessions_page(self, query: PageQuery, now: float) -> Call[list[Listed]]:
         after_key, after = query.after if query.after else (None, None)
-        params = (query.order, query.descending, _utf8(query.match), after_key,
-                  _optional_utf8(after), query.limit, now)
+        params = (
+            query.order,
+            query.descending,
+            _utf8(query.match),
+            after_key,
+            _optional_utf8(after),
+            query.limit,
+            now,
+        )
         return self._call("sessions_page", params, _listed, write=False)
 
-    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
-               include_hidden: bool, now: float) -> Operation[Call[Any], list[Match]]:
+    def search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> Operation[Call[Any], list[Match]]:
         """Index the nodes appended since the last search (batches of
         ``SEARCH_BATCH``, each one call, the words counted here), then search (one
         call): an idle index costs one round trip more than the search."""
@@ -428,21 +571,26 @@ class Calls:
                 break
         names = None if session_ids is None else [_utf8(i) for i in session_ids]
         found: list[Match] = yield self._call(
-            "search", (names, list(terms), k, include_hidden, now),
+            "search",
+            (names, list(terms), k, include_hidden, now),
             lambda rows: [Match(r[0].decode(), r[1], r[2], r[3], r[4]) for r in rows],
-            write=False, refuse=_store_damage)
+            write=False,
+            refuse=_store_damage,
+        )
         return found
 
-    def compact(self, keep_events: int | None, now: float, batch: int,
-                progress: Progress | None) -> Operation[Call[Any] | Callback, CompactStats]:
+    def compact(
+        self, keep_events: int | None, now: float, batch: int, progress: Progress | None
+    ) -> Operation[Call[Any] | Callback, CompactStats]:
         """Steps of at most ``batch`` sessions, each one call (its own transaction),
         over the sessions stored when it began; ``progress`` after each."""
         total, until = yield self._call("compact_plan", (), _row, write=False)
         after, done, stats = 0, 0, CompactStats()
         while True:
             params = (after, until, batch, COMPACT_STEP_NODES, keep_events, now)
-            *removed, took, last = yield self._call("compact_step", params, _row, write=True,
-                                                    refuse=_store_damage)
+            *removed, took, last = yield self._call(
+                "compact_step", params, _row, write=True, refuse=_store_damage
+            )
             if last is None:
                 return stats
             after, done, stats = last, done + took, stats + CompactStats(*removed)
@@ -462,8 +610,16 @@ def _postings(pending: Rows) -> tuple[Any, ...]:
         docs += [i] * len(counts)
         terms += counts.keys()
         tfs += counts.values()
-    return ([r[0] for r in pending], [r[1] for r in pending], [r[3] for r in pending],
-            [r[4] for r in pending], lengths, docs, terms, tfs)
+    return (
+        [r[0] for r in pending],
+        [r[1] for r in pending],
+        [r[3] for r in pending],
+        [r[4] for r in pending],
+        lengths,
+        docs,
+        terms,
+        tfs,
+    )
 
 
 def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> MemvaultError:
@@ -477,8 +633,9 @@ def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> Memva
     state = exc.sqlstate or ""
     reason = reason_of(exc)
     if state in _PREPARED_ELSEWHERE or (state == "08P01" and "prepared statement" in reason):
-        reason += (" (behind PgBouncer in transaction mode? open the store with "
-                   "prepared_statements=False)")
+        reason += (
+            " (behind PgBouncer in transaction mode? open the store with prepared_statements=False)"
+        )
     refused = call.refuse(state, exc.diag.message_detail or "") if state else None
     if refused is not None:
         return refused
@@ -486,12 +643,15 @@ def failure(exc: psycopg.Error, call: Call[Any], connection_lost: bool) -> Memva
         if call.write:
             return OutcomeUnknownError(
                 f"PostgreSQL: the connection was lost during {call.op}, which may or may not "
-                f"have been applied (retrying an append with the same messages is safe): {reason}")
-        return BackendUnavailableError(f"PostgreSQL: the connection was lost during {call.op}: "
-                                       f"{reason}")
+                f"have been applied (retrying an append with the same messages is safe): {reason}"
+            )
+        return BackendUnavailableError(
+            f"PostgreSQL: the connection was lost during {call.op}: {reason}"
+        )
     if state.startswith(_TRANSIENT):
         return BackendUnavailableError(
-            f"PostgreSQL: {call.op} failed and was rolled back, nothing was applied: {reason}")
+            f"PostgreSQL: {call.op} failed and was rolled back, nothing was applied: {reason}"
+        )
     return BackendError(f"PostgreSQL: {call.op} failed (nothing was applied): {reason}")
 
 

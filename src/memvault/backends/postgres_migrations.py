@@ -90,7 +90,8 @@ def check_schema(schema: object) -> str:
     if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
         raise ConfigurationError(
             f"schema must be a name of letters, digits and '_' (not starting with a digit, "
-            f"at most 63 characters), not {schema!r}")
+            f"at most 63 characters), not {schema!r}"
+        )
     return schema
 
 
@@ -123,7 +124,8 @@ def script(schema: str, *, apply: bool) -> str:
             f"        EXECUTE {tag}{body}{tag};\n"
             f"        INSERT INTO {q}.migrations (version, name)\n"
             f"        VALUES ({m.version}, '{m.name}');\n"
-            f"    END IF;\n")
+            f"    END IF;\n"
+        )
     tag = "$memvault_functions$"
     body = _render("functions.sql", functions(), q, tag)
     sha = hashlib.sha256(functions().encode()).hexdigest()
@@ -196,16 +198,19 @@ def refusal(state: str, detail: str, schema: str, where: str) -> ConfigurationEr
     if state == NEWER:
         return ConfigurationError(
             f"{where}: schema {schema!r} is at version {detail}, newer than this memvault "
-            f"(it reads up to version {latest()}): upgrade memvault")
+            f"(it reads up to version {latest()}): upgrade memvault"
+        )
     if state == OLDER:
         return ConfigurationError(
             f"{where}: schema {schema!r} is at version {detail}, this memvault needs "
-            f"{latest()}: run `memvault migrate --url ...` or open with migrate=True")
+            f"{latest()}: run `memvault migrate --url ...` or open with migrate=True"
+        )
     if state == OTHER_FUNCTIONS:
         return ConfigurationError(
             f"{where}: schema {schema!r} holds functions other than this memvault's (another "
             f"release applied its own): run `memvault migrate --url ...` or open with "
-            f"migrate=True")
+            f"migrate=True"
+        )
     if state == NOT_UTF8:
         return ConfigurationError(f"{where}: memvault needs a database with UTF8 encoding")
     return None

@@ -98,21 +98,39 @@ from memvault.sansio import drive, drive_async
 T = TypeVar("T")
 
 DEFAULTS: dict[str, Any] = {
-    "prefix": "memvault", "cluster": False, "socket_timeout": 10.0,
-    "socket_connect_timeout": 5.0, "max_connections": None, "wait_replicas": 0,
+    "prefix": "memvault",
+    "cluster": False,
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0,
+    "max_connections": None,
+    "wait_replicas": 0,
     "wait_timeout": 1.0,
 }
 # memvault's own options, and how to read their text in a URL's query.
 OPTIONS: dict[str, Callable[[str], Any]] = {
-    "prefix": str, "cluster": boolean, "socket_timeout": float,
-    "socket_connect_timeout": float, "max_connections": int, "wait_replicas": int,
+    "prefix": str,
+    "cluster": boolean,
+    "socket_timeout": float,
+    "socket_connect_timeout": float,
+    "max_connections": int,
+    "wait_replicas": int,
     "wait_timeout": float,
 }
 # URL query parameters handed to redis-py as they are.
-DRIVER_QUERY = frozenset({
-    "db", "client_name", "health_check_interval", "socket_keepalive", "ssl_cert_reqs",
-    "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
-})
+DRIVER_QUERY = frozenset(
+    {
+        "db",
+        "client_name",
+        "health_check_interval",
+        "socket_keepalive",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_ca_path",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_check_hostname",
+    }
+)
 _SCHEMES = {"redis": "redis", "rediss": "rediss", "redis+unix": "unix"}
 _DRIVER_ERRORS = (RedisError, RedisClusterException)
 
@@ -151,9 +169,11 @@ def settings(url: str, **options: Any) -> RedisSettings:
     if not _port_readable(parts):
         raise ConfigurationError(
             f"{shown}: the port is not a number (a '#', '?' or '/' in the password must "
-            "be percent-encoded)")
-    given = read_options(url, parts.query, OPTIONS, options, backend="Redis",
-                         passed_on=DRIVER_QUERY)
+            "be percent-encoded)"
+        )
+    given = read_options(
+        url, parts.query, OPTIONS, options, backend="Redis", passed_on=DRIVER_QUERY
+    )
     merged = {**DEFAULTS, **given.merged}
     _check(shown, merged)
     passed = given.passed_on
@@ -162,21 +182,35 @@ def settings(url: str, **options: Any) -> RedisSettings:
     for database in databases:
         if database and not re.fullmatch("[0-9]+", database):
             raise ConfigurationError(
-                f"{shown}: the database is a number (redis://host:port/0), not {database!r}")
-    if merged["cluster"] and (scheme == "unix" or parts.path.strip("/") not in ("", "0")
-                              or any(p.partition("=")[0] == "db" for p in passed)):
-        raise ConfigurationError(
-            f"{shown}: a cluster is reached over TCP and has database 0 only")
+                f"{shown}: the database is a number (redis://host:port/0), not {database!r}"
+            )
+    if merged["cluster"] and (
+        scheme == "unix"
+        or parts.path.strip("/") not in ("", "0")
+        or any(p.partition("=")[0] == "db" for p in passed)
+    ):
+        raise ConfigurationError(f"{shown}: a cluster is reached over TCP and has database 0 only")
     query_text = f"?{'&'.join(passed)}" if passed else ""
     driver_url = f"{scheme}://{parts.netloc}{parts.path}{query_text}"
     # RESP2: plain replies, and redis-py then checks a pooled connection before
     # reusing it (with RESP3 maintenance notifications it does not), so a command
     # is not written into a connection the server already closed.
     client = {"protocol": 2}
-    client.update({k: merged[k] for k in ("socket_timeout", "socket_connect_timeout",
-                                          "max_connections") if merged[k] is not None})
-    return RedisSettings(driver_url, shown, merged["prefix"], merged["cluster"], client,
-                         redis_wait.from_options(merged, shown))
+    client.update(
+        {
+            k: merged[k]
+            for k in ("socket_timeout", "socket_connect_timeout", "max_connections")
+            if merged[k] is not None
+        }
+    )
+    return RedisSettings(
+        driver_url,
+        shown,
+        merged["prefix"],
+        merged["cluster"],
+        client,
+        redis_wait.from_options(merged, shown),
+    )
 
 
 def _port_readable(parts: SplitResult) -> bool:
@@ -205,8 +239,14 @@ def _check(shown: str, merged: dict[str, Any]) -> None:
 def translate(exc: Exception, shown: str) -> BackendError:
     """The memvault error for a driver error (which the caller chains as __cause__)."""
     message = f"Redis at {shown}: {type(exc).__name__}: {exc}"
-    not_sent = (AuthenticationError, BusyLoadingError, MaxConnectionsError, ClusterDownError,
-                TryAgainError, RedisClusterException)
+    not_sent = (
+        AuthenticationError,
+        BusyLoadingError,
+        MaxConnectionsError,
+        ClusterDownError,
+        TryAgainError,
+        RedisClusterException,
+    )
     lost = (redis.ConnectionError, redis.TimeoutError)
     # redis-py says "Error 111 connecting to ..." / "Timeout connecting to server" only
     # while opening a connection: the command was not sent.
@@ -215,7 +255,8 @@ def translate(exc: Exception, shown: str) -> BackendError:
     if isinstance(exc, lost):
         return OutcomeUnknownError(
             f"{message} (the command may or may not have been applied; retrying an append "
-            f"with the same messages is safe)")
+            f"with the same messages is safe)"
+        )
     return BackendError(message)
 
 
@@ -285,8 +326,9 @@ class _Part:
     where: list[int]
 
 
-def _parts(batch: Batch, client_of: Callable[[Any], Any], node_of: Callable[[str], Any]
-           ) -> list[_Part]:
+def _parts(
+    batch: Batch, client_of: Callable[[Any], Any], node_of: Callable[[str], Any]
+) -> list[_Part]:
     """A cluster's Batch split by the primary that holds each script's keys (the cluster
     clients' pipelines refuse scripts): one pipeline per primary, not one round trip
     per script. A slot that moves meanwhile answers MOVED: a BackendError."""
@@ -343,7 +385,8 @@ class RedisBackend:
         kind = redis.cluster.RedisCluster if config.cluster else redis.Redis
         no_retry = redis.retry.Retry(NoBackoff(), 0)
         self._client: Any = _connect(
-            lambda: kind.from_url(config.url, retry=no_retry, **config.client), config.shown)
+            lambda: kind.from_url(config.url, retry=no_retry, **config.client), config.shown
+        )
         self._closed = False
 
     def __repr__(self) -> str:
@@ -366,15 +409,24 @@ class RedisBackend:
                 except NoScriptError:
                     return client.eval(request.script.text, len(keys), *keys, *request.args)
             if isinstance(request, Scan):
-                return [key for target in _scan_targets(client)
-                        for key in client.scan_iter(match=request.pattern, count=1000, **target)]
+                return [
+                    key
+                    for target in _scan_targets(client)
+                    for key in client.scan_iter(match=request.pattern, count=1000, **target)
+                ]
             if isinstance(request, Command):
                 return client.execute_command(*request.args)
             if isinstance(request, Batch):
                 if self._cluster:
-                    return _merged(request, [
-                        (part, _evals(part.client, part.batch)) for part in _parts(
-                            request, client.get_redis_connection, client.get_node_from_key)])
+                    return _merged(
+                        request,
+                        [
+                            (part, _evals(part.client, part.batch))
+                            for part in _parts(
+                                request, client.get_redis_connection, client.get_node_from_key
+                            )
+                        ],
+                    )
                 return _evals(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
@@ -412,21 +464,28 @@ class RedisBackend:
     # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
     # operation to _run. Alike in shape only.
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None,
-        expect_message: str | None, w: Write,
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
     ) -> int:
         return self._run(self._ops.append(session_id, records, expect_version, expect_message, w))
 
-    def history(self, session_id: str, last: int | None, now: float,
-                full: bool = False) -> list[Stored]:
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         return self._run(self._ops.history(session_id, last, now, full))
 
-    def summarize(self, session_id: str, record: Record, through: str,
-                  expect_version: int | None, w: Write) -> int:
+    def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> int:
         return self._run(self._ops.summarize(session_id, record, through, expect_version, w))
 
-    def chain(self, session_id: str, head: int, base: int, last: int | None,
-              now: float) -> list[Stored] | None:
+    def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None:
         return self._run(self._ops.chain(session_id, head, base, last, now))
 
     def info(self, session_id: str, now: float) -> SessionInfo | None:
@@ -462,8 +521,13 @@ class RedisBackend:
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return self._run(self._ops.sessions_page(query, now))
 
-    def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                progress: Progress | None = None) -> CompactStats:
+    def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
         return self._run(self._ops.compact(keep_events, now, batch, progress))
 
     def close(self) -> None:
@@ -517,22 +581,26 @@ class AsyncRedisBackend:
             if isinstance(request, Eval):
                 keys = request.keys
                 try:
-                    return await client.evalsha(request.script.sha, len(keys), *keys,
-                                                *request.args)
+                    return await client.evalsha(request.script.sha, len(keys), *keys, *request.args)
                 except NoScriptError:
-                    return await client.eval(request.script.text, len(keys), *keys,
-                                             *request.args)
+                    return await client.eval(request.script.text, len(keys), *keys, *request.args)
             if isinstance(request, Scan):
-                return [key for target in _scan_targets(client)
-                        async for key in client.scan_iter(match=request.pattern, count=1000,
-                                                          **target)]
+                return [
+                    key
+                    for target in _scan_targets(client)
+                    async for key in client.scan_iter(match=request.pattern, count=1000, **target)
+                ]
             if isinstance(request, Command):
                 return await client.execute_command(*request.args)
             if isinstance(request, Batch):
                 if self._cluster:
-                    return _merged(request, [
-                        (part, await _evals_async(part.client, part.batch)) for part in _parts(
-                            request, _NodePipeline, client.get_node_from_key)])
+                    return _merged(
+                        request,
+                        [
+                            (part, await _evals_async(part.client, part.batch))
+                            for part in _parts(request, _NodePipeline, client.get_node_from_key)
+                        ],
+                    )
                 return await _evals_async(client, request)
             pipe = client.pipeline(transaction=False)
             for key in request.keys:
@@ -570,22 +638,30 @@ class AsyncRedisBackend:
         return await self._run(self._ops.node_bodies(session_id, now))
 
     async def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None,
-        expect_message: str | None, w: Write,
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
     ) -> int:
-        return await self._run(self._ops.append(session_id, records, expect_version,
-                                                expect_message, w))
+        return await self._run(
+            self._ops.append(session_id, records, expect_version, expect_message, w)
+        )
 
-    async def history(self, session_id: str, last: int | None, now: float,
-                      full: bool = False) -> list[Stored]:
+    async def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         return await self._run(self._ops.history(session_id, last, now, full))
 
-    async def summarize(self, session_id: str, record: Record, through: str,
-                        expect_version: int | None, w: Write) -> int:
+    async def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> int:
         return await self._run(self._ops.summarize(session_id, record, through, expect_version, w))
 
-    async def chain(self, session_id: str, head: int, base: int, last: int | None,
-                    now: float) -> list[Stored] | None:
+    async def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> list[Stored] | None:
         return await self._run(self._ops.chain(session_id, head, base, last, now))
 
     async def info(self, session_id: str, now: float) -> SessionInfo | None:
@@ -621,8 +697,13 @@ class AsyncRedisBackend:
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         return await self._run(self._ops.sessions_page(query, now))
 
-    async def compact(self, keep_events: int | None, now: float, batch: int = COMPACT_BATCH,
-                      progress: Progress | None = None) -> CompactStats:
+    async def compact(
+        self,
+        keep_events: int | None,
+        now: float,
+        batch: int = COMPACT_BATCH,
+        progress: Progress | None = None,
+    ) -> CompactStats:
         return await self._run(self._ops.compact(keep_events, now, batch, progress))
 
     async def close(self) -> None:

@@ -164,7 +164,8 @@ class Layout:
     def __init__(self, prefix: str) -> None:
         if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
             raise ConfigurationError(
-                f"prefix must be a non-empty string without braces, not {prefix!r}")
+                f"prefix must be a non-empty string without braces, not {prefix!r}"
+            )
         self.prefix = prefix
         # The search vectors (memvault.vectors): store-wide, beside the sessions' keys.
         self.vectors, self.vector_space = f"{prefix}:vectors", f"{prefix}:vector-space"
@@ -178,15 +179,16 @@ class Layout:
         # On a cluster (see hint.lua): the same sorted sets, then the writes pending,
         # the stamps indexed and the last generation, all in one slot; the marker.
         tagged = f"{prefix}:{{sessions}}"
-        self.hint = tuple(f"{tagged}:{name}" for name in (
-            *ORDERS, "pending", "stamps", "generation"))
+        self.hint = tuple(
+            f"{tagged}:{name}" for name in (*ORDERS, "pending", "stamps", "generation")
+        )
         self.hinted = f"{tagged}:ready"
         # Percent-encoding an id costs as much as sending a few more arguments, on
         # every operation; a process talks to the same few sessions again and again.
         self._keys = lru_cache(maxsize=1024)(self._make_keys)
 
     def keys(self, session_id: str) -> tuple[str, ...]:
-        return self._keys(session_id)[:len(SUFFIXES)]
+        return self._keys(session_id)[: len(SUFFIXES)]
 
     def fenced(self, session_id: str) -> tuple[str, ...]:
         """The session's keys and its fence (write.lua on a cluster)."""
@@ -203,7 +205,7 @@ class Layout:
         except UnicodeDecodeError:
             return None
         head, tail = f"{self.prefix}:{{", f"}}:{SUFFIXES[0]}"
-        tag = key[len(head):-len(tail)]
+        tag = key[len(head) : -len(tail)]
         if not (key.startswith(head) and key.endswith(tail) and _ENCODED.fullmatch(tag)):
             return None
         try:
@@ -235,10 +237,12 @@ def _context(w: Write) -> list[str]:
 def _numbered_snapshot(session_id: str, name: str, value: bytes) -> tuple[int, Snapshot]:
     """A stored snapshot and its sequence number (the order snapshots were taken); the
     summary pointer is absent from snapshots stored before summaries existed."""
+
     def parse() -> tuple[int, Snapshot]:
         seq, head, base, version, length, created, auto, *summary = json.loads(value)
-        return int(seq), Snapshot(name, head, base, version, length, utc(float(created)),
-                                  bool(auto), *summary)
+        return int(seq), Snapshot(
+            name, head, base, version, length, utc(float(created)), bool(auto), *summary
+        )
 
     return decoded(session_id, f"snapshot {name!r}", parse)
 
@@ -289,8 +293,9 @@ def _stored_pairs(session_id: str, depths: Sequence[int], bodies: list[Any]) -> 
     try:
         return [(depth, body.decode("utf-8")) for depth, body in zip(depths, bodies, strict=True)]
     except (AttributeError, UnicodeDecodeError):  # a message missing or not UTF-8
-        return [_stored(session_id, depth, body)
-                for depth, body in zip(depths, bodies, strict=True)]
+        return [
+            _stored(session_id, depth, body) for depth, body in zip(depths, bodies, strict=True)
+        ]
 
 
 def _stored_list(session_id: str, reply: list[Any]) -> list[Stored]:
@@ -315,8 +320,15 @@ def _info(session_id: str, reply: list[Any]) -> tuple[SessionInfo, tuple[float, 
     """The info script's reply: the session's info, and its times as stored."""
     version, length, created, updated, expires, summarized = reply
     times = float(updated), float(expires) if expires else None
-    return SessionInfo(session_id, version, length, utc(float(created)), utc(times[0]),
-                       to_datetime(times[1]), summarized), times
+    return SessionInfo(
+        session_id,
+        version,
+        length,
+        utc(float(created)),
+        utc(times[0]),
+        to_datetime(times[1]),
+        summarized,
+    ), times
 
 
 def _pairs(records: Sequence[Record]) -> list[str]:
@@ -334,7 +346,7 @@ class Operations:
 
     def __init__(self, layout: Layout, cluster: bool) -> None:
         self.layout, self._cluster = layout, cluster
-        self._index = layout.hint[:len(ORDERS)] if cluster else layout.index
+        self._index = layout.hint[: len(ORDERS)] if cluster else layout.index
         self._ready = layout.hinted if cluster else layout.indexed
 
     def _read(self, session_id: str, op: str, now: float, *args: str) -> Eval:
@@ -369,16 +381,21 @@ class Operations:
         yield Afterward(self._apply([generation], [(session_id, reply[1])], args[1]))
         return reply[0]
 
-    def _apply(self, generations: Sequence[str | bytes], entries: Sequence[tuple[str, Any]],
-               now: str | bytes) -> Eval:
+    def _apply(
+        self,
+        generations: Sequence[str | bytes],
+        entries: Sequence[tuple[str, Any]],
+        now: str | bytes,
+    ) -> Eval:
         """hint.lua's update of the cluster's index: ``entries`` are the write script's
         (session id, entry()) pairs; ``generations`` the writes they settle."""
         flat: list[str | bytes] = []
         for session_id, entry in entries:
             values = [v if isinstance(v, bytes) else str(v) for v in entry]
             flat += [session_id, *values, *[""] * (6 - len(values))]
-        return Eval(HINT, self.layout.hint, ["apply", now, str(len(generations)),
-                                             *generations, *flat])
+        return Eval(
+            HINT, self.layout.hint, ["apply", now, str(len(generations)), *generations, *flat]
+        )
 
     def vector_space(self) -> Op[str | None]:
         reply = yield Command(("GET", self.layout.vector_space))
@@ -392,7 +409,7 @@ class Operations:
     def get_vectors(self, keys: Sequence[str]) -> Op[dict[str, bytes]]:
         found: dict[str, bytes] = {}
         for start in range(0, len(keys), _FETCH_BATCH):
-            batch = keys[start:start + _FETCH_BATCH]
+            batch = keys[start : start + _FETCH_BATCH]
             reply = yield Command(("HMGET", self.layout.vectors, *batch))
             found.update((k, v) for k, v in zip(batch, reply, strict=True) if v is not None)
         return found
@@ -400,7 +417,7 @@ class Operations:
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Op[None]:
         """Store vectors (same key, same text, same vector: overwriting is harmless)."""
         for start in range(0, len(items), _FETCH_BATCH):
-            batch = items[start:start + _FETCH_BATCH]
+            batch = items[start : start + _FETCH_BATCH]
             yield Command(("HSET", self.layout.vectors, *(x for item in batch for x in item)))
 
     def vector_keys(self) -> Op[list[str]]:
@@ -409,7 +426,7 @@ class Operations:
 
     def drop_vectors(self, keys: Sequence[str]) -> Op[None]:
         for start in range(0, len(keys), _FETCH_BATCH):
-            yield Command(("HDEL", self.layout.vectors, *keys[start:start + _FETCH_BATCH]))
+            yield Command(("HDEL", self.layout.vectors, *keys[start : start + _FETCH_BATCH]))
 
     def node_bodies(self, session_id: str, now: float) -> Op[list[str]]:
         """Every stored body (the msgs hash); a session that expired meanwhile may
@@ -427,12 +444,17 @@ class Operations:
             yield from self.put_vectors(items)
 
     def append(
-        self, session_id: str, records: Sequence[Record], expect_version: int | None,
-        expect_message: str | None, w: Write,
+        self,
+        session_id: str,
+        records: Sequence[Record],
+        expect_version: int | None,
+        expect_message: str | None,
+        w: Write,
     ) -> Op[int]:
         yield from self._vectors_first(records)
-        reply = yield from self._write(session_id, "append", w, _none(expect_version),
-                                       expect_message or "", *_pairs(records))
+        reply = yield from self._write(
+            session_id, "append", w, _none(expect_version), expect_message or "", *_pairs(records)
+        )
         status = reply[0]
         if status == b"duplicate":
             stored = sorted(_text(i) for i in reply[1:])
@@ -443,16 +465,19 @@ class Operations:
             raise not_stored(session_id, str(expect_message))
         return int(reply[1])
 
-    def history(self, session_id: str, last: int | None, now: float,
-                full: bool = False) -> Op[list[Stored]]:
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> Op[list[Stored]]:
         if not full:
-            return _stored_list(session_id, (yield self._read(session_id, "history", now,
-                                                              _none(last))))
+            return _stored_list(
+                session_id, (yield self._read(session_id, "history", now, _none(last)))
+            )
         out = _full_list(session_id, (yield self._read(session_id, "full", now, _none(last))))
-        return out if last is None else out[len(out) - min(last, len(out)):]
+        return out if last is None else out[len(out) - min(last, len(out)) :]
 
-    def chain(self, session_id: str, head: int, base: int, last: int | None,
-              now: float) -> Op[list[Stored] | None]:
+    def chain(
+        self, session_id: str, head: int, base: int, last: int | None, now: float
+    ) -> Op[list[Stored] | None]:
         reply = yield self._read(session_id, "chain", now, str(head), str(base), _none(last))
         return None if reply is None else _stored_list(session_id, reply)
 
@@ -465,8 +490,7 @@ class Operations:
         then pop it if it is still the one (its SHA-1): a message that cannot be
         returned raises with nothing popped. Two round trips."""
         while True:
-            shown = _stored_list(session_id, (yield self._read(session_id, "history", w.now,
-                                                                "1")))
+            shown = _stored_list(session_id, (yield self._read(session_id, "history", w.now, "1")))
             if not shown:
                 return None
             depth, body = shown[0]
@@ -481,11 +505,13 @@ class Operations:
             if reply[0] != b"moved":
                 return _stored(session_id, reply[0], reply[1])
 
-    def summarize(self, session_id: str, record: Record, through: str,
-                  expect_version: int | None, w: Write) -> Op[int]:
+    def summarize(
+        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
+    ) -> Op[int]:
         yield from self._vectors_first([record])
-        reply = yield from self._write(session_id, "summarize", w, _none(expect_version),
-                                       through, record.id, record.body)
+        reply = yield from self._write(
+            session_id, "summarize", w, _none(expect_version), through, record.id, record.body
+        )
         damage = _corrupt(session_id, reply)
         if damage:
             raise damage
@@ -496,8 +522,11 @@ class Operations:
             raise version_conflict(session_id, int(reply[1]), int(expect_version or 0))
         if status == b"duplicate":
             raise duplicate_ids(session_id, 1, 1, record.id)
-        error = {b"unknown": unknown_through, b"hidden": hidden_through,
-                 b"summarized": summarized_through}[status]
+        error = {
+            b"unknown": unknown_through,
+            b"hidden": hidden_through,
+            b"summarized": summarized_through,
+        }[status]
         raise error(session_id, through)
 
     def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Op[int]:
@@ -512,14 +541,19 @@ class Operations:
 
     def snapshots(self, session_id: str, now: float) -> Op[list[Snapshot]]:
         reply = yield self._read(session_id, "snapshots", now)
-        numbered = [_numbered_snapshot(session_id, _text(reply[i]), reply[i + 1])
-                    for i in range(1, len(reply), 2)]
-        return [check_snapshot(session_id, snap, reply[0])
-                for _, snap in sorted(numbered, key=lambda pair: pair[0])]
+        numbered = [
+            _numbered_snapshot(session_id, _text(reply[i]), reply[i + 1])
+            for i in range(1, len(reply), 2)
+        ]
+        return [
+            check_snapshot(session_id, snap, reply[0])
+            for _, snap in sorted(numbered, key=lambda pair: pair[0])
+        ]
 
     def rollback(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
-        reply = yield from self._write(session_id, "rollback", w, name,
-                                       f"{AUTO_PREFIX}pre-rollback@v")
+        reply = yield from self._write(
+            session_id, "rollback", w, name, f"{AUTO_PREFIX}pre-rollback@v"
+        )
         if reply[0] == b"missing":
             raise snapshot_missing(session_id, name)
         if reply[0] == b"damaged":
@@ -535,9 +569,11 @@ class Operations:
             raise damaged_snapshot(session_id, str(at))
         missing = source[0] == b"missing"
         summary: list[str | bytes] = (
-            [b"", b"", "0"] if missing else [source[1], source[2], str(source[3])])
-        reply = yield from self._write(new_id, "fork", w, session_id, _none(at),
-                                       "1" if missing else "", *summary, *source[4:])
+            [b"", b"", "0"] if missing else [source[1], source[2], str(source[3])]
+        )
+        reply = yield from self._write(
+            new_id, "fork", w, session_id, _none(at), "1" if missing else "", *summary, *source[4:]
+        )
         if reply[0] == b"conflict":
             raise session_exists(new_id)
         if reply[0] == b"missing":
@@ -565,7 +601,7 @@ class Operations:
         found = list((yield from self._scan()).items())
         live = []
         for start in range(0, len(found), _FETCH_BATCH):
-            batch = found[start:start + _FETCH_BATCH]
+            batch = found[start : start + _FETCH_BATCH]
             replies = yield Fetch([key for _, key in batch])
             for (session_id, _), (head, expires) in zip(batch, replies, strict=True):
                 if head is not None and (expires is None or float(expires) > now):
@@ -585,9 +621,17 @@ class Operations:
             position = ["" if key is None else _number(key), after]
         listed: list[Listed] = []
         while len(listed) < query.limit:
-            reply = yield Eval(INDEX, keys, ["desc" if query.descending else "",
-                                             str(query.limit - len(listed)), query.match,
-                                             str(_MATCH_BUDGET), *position])
+            reply = yield Eval(
+                INDEX,
+                keys,
+                [
+                    "desc" if query.descending else "",
+                    str(query.limit - len(listed)),
+                    query.match,
+                    str(_MATCH_BUDGET),
+                    *position,
+                ],
+            )
             if not reply[0]:
                 yield from self._build_index(now)
                 continue
@@ -620,21 +664,33 @@ class Operations:
             yield from self._reindex(stale, now)
         return listed
 
-    def _reindex(self, ids: Sequence[str], now: float, fences: dict[str, int] | None = None,
-                 generations: Sequence[bytes] = ()) -> Op[None]:
+    def _reindex(
+        self,
+        ids: Sequence[str],
+        now: float,
+        fences: dict[str, int] | None = None,
+        generations: Sequence[bytes] = (),
+    ) -> Op[None]:
         """Index the sessions ``ids`` as they are (unindex those gone or expired). On a
         cluster each script first raises the session's fence to ``fences[id]``, then
         the index takes the entries and clears ``generations``."""
         if not self._cluster:
-            yield Batch([Eval(WRITE, self._write_keys(sid), ["reindex", _number(now)])
-                         for sid in ids])
+            yield Batch(
+                [Eval(WRITE, self._write_keys(sid), ["reindex", _number(now)]) for sid in ids]
+            )
             return
         fences = fences or {}
-        replies = yield Batch([Eval(WRITE, self._write_keys(sid),
-                                    [str(fences.get(sid, 0)), "fence", _number(now)])
-                               for sid in ids])
-        yield self._apply(generations, [(sid, reply[1]) for sid, reply in
-                                        zip(ids, replies, strict=True)], _number(now))
+        replies = yield Batch(
+            [
+                Eval(WRITE, self._write_keys(sid), [str(fences.get(sid, 0)), "fence", _number(now)])
+                for sid in ids
+            ]
+        )
+        yield self._apply(
+            generations,
+            [(sid, reply[1]) for sid, reply in zip(ids, replies, strict=True)],
+            _number(now),
+        )
 
     def _settle(self, now: float) -> Op[None]:
         """Settle the cluster's pending writes: writes begun whose index update has
@@ -658,14 +714,15 @@ class Operations:
         if self._cluster:
             ids = list((yield from self._scan()))
             for start in range(0, len(ids), _BUILD_BATCH):
-                yield from self._reindex(ids[start:start + _BUILD_BATCH], now)
+                yield from self._reindex(ids[start : start + _BUILD_BATCH], now)
             yield Command(("SET", self._ready, "1"))
             return
         saved = yield Command(("GET", self.layout.indexing))
         cursor = b"0" if saved is None else saved
         while True:
-            cursor, keys = yield Command(("SCAN", cursor, "MATCH", self.layout.pattern,
-                                          "COUNT", str(_BUILD_BATCH)))
+            cursor, keys = yield Command(
+                ("SCAN", cursor, "MATCH", self.layout.pattern, "COUNT", str(_BUILD_BATCH))
+            )
             ids = [sid for sid in map(self.layout.session_id, keys) if sid is not None]
             if ids:
                 yield from self._reindex(ids, now)
@@ -678,29 +735,44 @@ class Operations:
     def _prune(self, now: float) -> Op[None]:
         """Unindex every session that expired before ``now``."""
         while True:
-            ids = yield Command(("ZRANGEBYSCORE", self._index[-1], "-inf", f"({_number(now)}",
-                                 "LIMIT", "0", str(_BUILD_BATCH)))
+            ids = yield Command(
+                (
+                    "ZRANGEBYSCORE",
+                    self._index[-1],
+                    "-inf",
+                    f"({_number(now)}",
+                    "LIMIT",
+                    "0",
+                    str(_BUILD_BATCH),
+                )
+            )
             if ids:
                 yield from self._reindex([_text(sid) for sid in ids], now)
             if len(ids) < _BUILD_BATCH:
                 return
 
-    def compact(self, keep_events: int | None, now: float, batch: int,
-                progress: Progress | None) -> Op[CompactStats]:
+    def compact(
+        self, keep_events: int | None, now: float, batch: int, progress: Progress | None
+    ) -> Op[CompactStats]:
         """One script per session, each atomic on its own: a writer waits for one
         session's step at most. ``progress`` is called every ``batch`` sessions."""
         found = sorted((yield from self._scan()))
         stats = CompactStats()
         for done, session_id in enumerate(found, 1):
-            reply = yield from self._written(session_id,
-                                             ["compact", _number(now), _none(keep_events)])
+            reply = yield from self._written(
+                session_id, ["compact", _number(now), _none(keep_events)]
+            )
             damage = _corrupt(session_id, reply)
             if damage:
                 raise damage
             if reply[0] == b"damaged":
-                raise damaged_snapshot(session_id, _text(reply[2])) \
-                    if reply[1] == b"snapshot" else CorruptRecordError(
-                        session_id, None, f"event {int(reply[2])} of the log cannot be decoded")
+                raise (
+                    damaged_snapshot(session_id, _text(reply[2]))
+                    if reply[1] == b"snapshot"
+                    else CorruptRecordError(
+                        session_id, None, f"event {int(reply[2])} of the log cannot be decoded"
+                    )
+                )
             stats += CompactStats(*(int(r) for r in reply))
             if progress is not None and (done % batch == 0 or done == len(found)):
                 yield Callback(progress, CompactProgress(done, len(found), stats))

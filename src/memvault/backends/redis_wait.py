@@ -34,14 +34,14 @@ class Wait:
 def from_options(merged: dict[str, Any], shown: str) -> Wait | None:
     """The checked ``wait_replicas`` and ``wait_timeout`` options (None: no waiting)."""
     replicas, timeout = merged["wait_replicas"], merged["wait_timeout"]
-    if isinstance(replicas, bool) or not isinstance(replicas, int) \
-            or not 0 <= replicas < 2**31:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas < 2**31:
         raise ConfigurationError(f"{shown}: wait_replicas must be an integer >= 0")
     check_seconds("wait_timeout", timeout, where=f"{shown}: ")
     if replicas and merged["cluster"]:
         raise ConfigurationError(
             f"{shown}: wait_replicas works on a single primary, not with cluster=true (in a "
-            f"cluster, bound the loss with min-replicas-to-write: see docs/redis.md)")
+            f"cluster, bound the loss with min-replicas-to-write: see docs/redis.md)"
+        )
     return Wait(replicas, float(timeout)) if replicas else None
 
 
@@ -63,7 +63,8 @@ def _reply(results: list[Any], wait: Wait, shown: str) -> Any:
             f"Redis at {shown}: the write was applied on the primary, but only "
             f"{int(acknowledged)} of the {wait.replicas} replicas asked for acknowledged it "
             f"within {wait.timeout:g} s (wait_replicas, wait_timeout): a failover may lose it; "
-            f"retrying an append with the same messages is safe")
+            f"retrying an append with the same messages is safe"
+        )
     return reply
 
 

@@ -78,8 +78,9 @@ class SqliteBackend(IndexedEngine):
             only, never creating or changing a file (a missing one is "no such store").
     """
 
-    def __init__(self, path: str, durability: str = "full", busy_timeout: float = 30.0,
-                 mode: str = "rwc") -> None:
+    def __init__(
+        self, path: str, durability: str = "full", busy_timeout: float = 30.0, mode: str = "rwc"
+    ) -> None:
         if durability not in ("full", "normal"):
             raise ConfigurationError(f"durability must be 'full' or 'normal', not {durability!r}")
         if mode not in ("rwc", "ro"):
@@ -116,18 +117,19 @@ class SqliteBackend(IndexedEngine):
                 try:
                     db = self._open(self._target)
                 except sqlite3.OperationalError as exc:
-                    if not (self._read_only
-                            and exc.sqlite_errorcode == sqlite3.SQLITE_CANTOPEN):
+                    if not (self._read_only and exc.sqlite_errorcode == sqlite3.SQLITE_CANTOPEN):
                         raise
                     self._target = self._immutable()
                     db = self._open(self._target)
             except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
                 raise ConfigurationError(
-                    f"cannot open SQLite database {self.path!r}: {exc}") from exc
+                    f"cannot open SQLite database {self.path!r}: {exc}"
+                ) from exc
             self._connections.add(db)
         self._local.lease = Lease()
-        weakref.finalize(self._local.lease, self._connections.give_back,
-                         db).atexit = False  # at exit, the process's end closes them
+        weakref.finalize(
+            self._local.lease, self._connections.give_back, db
+        ).atexit = False  # at exit, the process's end closes them
         self._local.lagging = False  # read at every transaction: never missing
         # The statements of an append (BEGIN, the session read, the node rows, the
         # session update, the event, COMMIT) run on one cursor kept with the
@@ -146,8 +148,13 @@ class SqliteBackend(IndexedEngine):
         self._gate = self._write_gate()  # the parent's may be held by another thread
 
     def _open(self, target: str) -> sqlite3.Connection:
-        db = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
-                             timeout=self._busy_ms / 1000, uri=self._read_only)
+        db = sqlite3.connect(
+            target,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self._busy_ms / 1000,
+            uri=self._read_only,
+        )
         try:
             db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             db.execute(f"PRAGMA synchronous = {self._synchronous}")  # reads the file
@@ -168,7 +175,8 @@ class SqliteBackend(IndexedEngine):
                 f"cannot read {self.path!r} read-only: its folder is read-only and "
                 f"{os.path.basename(wal)!r} holds changes not yet merged into it (SQLite "
                 "needs a -shm file beside it to read them): open it once where it is "
-                "writable, or copy the folder somewhere writable")
+                "writable, or copy the folder somewhere writable"
+            )
         return f"{self._target}&immutable=1"
 
     def _migrate(self) -> None:
@@ -182,7 +190,8 @@ class SqliteBackend(IndexedEngine):
             if self._read_only:
                 raise ConfigurationError(
                     f"{self.path!r} has schema {self._schema(db)}, not {SCHEMA_VERSION}: open "
-                    "it read-write once to upgrade it")
+                    "it read-write once to upgrade it"
+                )
             self._to_wal(db)
             with Begin(db, "IMMEDIATE"):  # then the schema is read again, locked
                 for version in range(self._schema(db) + 1, SCHEMA_VERSION + 1):
@@ -199,8 +208,9 @@ class SqliteBackend(IndexedEngine):
             self.close()
             if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
                 raise BackendUnavailableError(f"SQLite database is locked: {exc}") from exc
-            raise ConfigurationError(f"{self.path!r} is not a usable SQLite database: {exc}") \
-                from exc
+            raise ConfigurationError(
+                f"{self.path!r} is not a usable SQLite database: {exc}"
+            ) from exc
         except (BackendError, ConfigurationError):
             self.close()
             raise
@@ -227,19 +237,26 @@ class SqliteBackend(IndexedEngine):
         if current > SCHEMA_VERSION:
             raise ConfigurationError(
                 f"{self.path!r} was written by a newer memvault (schema {current}; this "
-                f"version reads up to {SCHEMA_VERSION}): upgrade memvault")
+                f"version reads up to {SCHEMA_VERSION}): upgrade memvault"
+            )
         return current
 
     def transaction(self, write: bool) -> Transaction:
         db = self._connect()
         cursor = self._local.cursor
-        return Transaction(db, SqliteTxn(db, cursor, self._local.lagging), cursor,
-                           self._connections, self._gate if write else None,
-                           self._busy_ms / 1000)
+        return Transaction(
+            db,
+            SqliteTxn(db, cursor, self._local.lagging),
+            cursor,
+            self._connections,
+            self._gate if write else None,
+            self._busy_ms / 1000,
+        )
 
     @staticmethod
-    def _live_ids(txn: Txn, name: str, ids: Sequence[str],
-                  now: float) -> tuple[Row | None, set[str]]:
+    def _live_ids(
+        txn: Txn, name: str, ids: Sequence[str], now: float
+    ) -> tuple[Row | None, set[str]]:
         """One statement (:meth:`SqliteTxn.live_ids`)."""
         return cast(SqliteTxn, txn).live_ids(name, ids, now)
 
@@ -249,10 +266,12 @@ class SqliteBackend(IndexedEngine):
         cast(SqliteTxn, txn).chain_on(row, items)
 
     @staticmethod
-    def _log(txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int],
-             detail: dict[str, object]) -> None:
-        cast(SqliteTxn, txn).log(row, row.version, op, w.writer, w.now, *before, row.head,
-                                  row.base, detail)
+    def _log(
+        txn: Txn, row: Row, op: str, w: Write, before: tuple[int, int], detail: dict[str, object]
+    ) -> None:
+        cast(SqliteTxn, txn).log(
+            row, row.version, op, w.writer, w.now, *before, row.head, row.base, detail
+        )
 
     def _query(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> list[Any]:
         """The rows of one statement, outside any transaction: a single statement reads
@@ -272,8 +291,9 @@ class SqliteBackend(IndexedEngine):
         row = Row(*rows[0][:12]) if rows else None
         return row.info() if row is not None and row.live(now) else None
 
-    def history(self, session_id: str, last: int | None, now: float,
-                full: bool = False) -> list[Stored]:
+    def history(
+        self, session_id: str, last: int | None, now: float, full: bool = False
+    ) -> list[Stored]:
         """The engine's context view as one statement: a single statement reads one
         consistent snapshot, so it needs no transaction (four round trips saved); the
         full view of a linear session too (``FULL_LINEAR``)."""
@@ -286,9 +306,10 @@ class SqliteBackend(IndexedEngine):
             if not linear or len(nodes) != length:  # not linear, or a node is missing
                 return super().history(session_id, last, now, full)
             out = [(r[3], r[4]) for r in nodes]
-            return out if last is None else out[len(out) - min(last, len(out)):]
-        rows = self._query(HISTORY, {"name": session_id, "now": now,
-                                      "count": -1 if last is None else last})
+            return out if last is None else out[len(out) - min(last, len(out)) :]
+        rows = self._query(
+            HISTORY, {"name": session_id, "now": now, "count": -1 if last is None else last}
+        )
         if not rows:
             return []
         chain = [r for r in rows if r[0] == 0]
@@ -303,8 +324,14 @@ class SqliteBackend(IndexedEngine):
             out.insert(0, (through, body))
         return out
 
-    def search(self, session_ids: Sequence[str] | None, terms: Sequence[str], k: int,
-               include_hidden: bool, now: float) -> list[Match]:
+    def search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> list[Match]:
         """Index the messages appended since the last search (one short write
         transaction, only when there are any: sessions_pending lists the sessions),
         then search. When it cannot write them at once (a read-only store, or
@@ -315,8 +342,9 @@ class SqliteBackend(IndexedEngine):
         self._connections.enter(db)
         try:
             try:
-                if db.execute("SELECT EXISTS (SELECT 1 FROM sessions WHERE pending <> 0)"
-                              ).fetchone()[0] and not self._index_at_once(db):
+                if db.execute(
+                    "SELECT EXISTS (SELECT 1 FROM sessions WHERE pending <> 0)"
+                ).fetchone()[0] and not self._index_at_once(db):
                     self._local.lagging = True
             except sqlite3.Error as exc:
                 raise driver_error(exc) from exc
@@ -348,8 +376,10 @@ class SqliteBackend(IndexedEngine):
     def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
         """One statement (:func:`page_sql`)."""
         rows = self._query(*page_sql(query, now))
-        return [(SessionInfo(r[0], r[1], r[2], utc(r[3]), utc(r[4]), to_datetime(r[5]), r[6]),
-                 r[7]) for r in rows]
+        return [
+            (SessionInfo(r[0], r[1], r[2], utc(r[3]), utc(r[4]), to_datetime(r[5]), r[6]), r[7])
+            for r in rows
+        ]
 
     def close(self) -> None:
         forget(self)
@@ -376,22 +406,27 @@ def page_sql(query: PageQuery, now: float) -> tuple[str, list[Any]]:
             args.append(query.match)
         if query.after is not None:
             where.append(f"name {sign} ?" if key == "NULL" else f"({key}, name) {sign} (?, ?)")
-            args += list(query.after[key == "NULL":])
+            args += list(query.after[key == "NULL" :])
         order = f"name {way}" if key == "NULL" else f"{key} {way}, name {way}"
-        return (f"SELECT {LISTED}, {key} FROM sessions {index} WHERE {' AND '.join(where)} "
-                f"ORDER BY {order} LIMIT ?", [*args, query.limit])
+        return (
+            f"SELECT {LISTED}, {key} FROM sessions {index} WHERE {' AND '.join(where)} "
+            f"ORDER BY {order} LIMIT ?",
+            [*args, query.limit],
+        )
 
     if query.order == "id":
         return scan("NULL")
     first, first_args = scan(settled, f"INDEXED BY sessions_by_{query.order}", "NOT unsettled")
     second, second_args = scan(live, "INDEXED BY sessions_unsettled", "unsettled")
-    return (f"SELECT * FROM ({first}) UNION ALL SELECT * FROM ({second}) "
-            f"ORDER BY 8 {way}, 1 {way} LIMIT ?", [*first_args, *second_args, query.limit])
+    return (
+        f"SELECT * FROM ({first}) UNION ALL SELECT * FROM ({second}) "
+        f"ORDER BY 8 {way}, 1 {way} LIMIT ?",
+        [*first_args, *second_args, query.limit],
+    )
 
 
 # The options of a SQLite store, and how to read their text in a URL's query.
-OPTIONS: dict[str, Callable[[str], Any]] = {"durability": str, "busy_timeout": float,
-                                             "mode": str}
+OPTIONS: dict[str, Callable[[str], Any]] = {"durability": str, "busy_timeout": float, "mode": str}
 READ_ONLY = {"mode": "ro"}
 """The options that open a store read-only (what ``memvault``'s read commands pass)."""
 
@@ -405,10 +440,11 @@ def open_backend(url: str, **options: Any) -> Backend:
     as part of the file name.
     """
     prefix = "sqlite:///"
-    path, _, query = url[len(prefix):].partition("?")
+    path, _, query = url[len(prefix) :].partition("?")
     if not url.lower().startswith(prefix) or not path or "#" in url:
         raise ConfigurationError(
             f"a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db (with "
-            f"?durability=...&busy_timeout=... if wanted), not {redact(url)!r}")
+            f"?durability=...&busy_timeout=... if wanted), not {redact(url)!r}"
+        )
     given = read_options(url, query, OPTIONS, options, backend="SQLite")
     return SqliteBackend(path, **given.merged)

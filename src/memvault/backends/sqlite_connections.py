@@ -79,7 +79,8 @@ class Connections:
                     "this process was forked while another thread was inside a SQLite "
                     "transaction on this store: SQLite connections cannot cross a fork, "
                     "and that one could not be closed here; fork when no thread is "
-                    "using the store, or use the 'spawn' start method")
+                    "using the store, or use the 'spawn' start method"
+                )
             return self.idle.pop() if self.idle else None
 
     def add(self, db: sqlite3.Connection) -> None:
@@ -156,7 +157,8 @@ class WriteGate:
         if not self._lock.acquire(timeout=timeout):
             raise BackendUnavailableError(
                 f"SQLite database is locked: other threads of this process wrote to it"
-                f" for the whole busy_timeout ({timeout:g} s)")
+                f" for the whole busy_timeout ({timeout:g} s)"
+            )
 
     def try_enter(self) -> bool:
         return self._lock.acquire(blocking=False)

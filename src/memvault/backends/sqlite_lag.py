@@ -53,8 +53,13 @@ def _totals(db: sqlite3.Connection) -> tuple[int, int]:
     return rows, tokens
 
 
-def ranked(db: sqlite3.Connection, lagging: dict[int, Counter[str]], span: tuple[int, int],
-           terms: Sequence[str], phrase: Callable[[str], str]) -> list[tuple[int, float]]:
+def ranked(
+    db: sqlite3.Connection,
+    lagging: dict[int, Counter[str]],
+    span: tuple[int, int],
+    terms: Sequence[str],
+    phrase: Callable[[str], str],
+) -> list[tuple[int, float]]:
     """``(rowid, score)`` of the rows within ``span`` (indexed, or ``lagging``: rowid
     -> its tokens' counts) holding any of ``terms``, best first (equal scores by
     rowid, as FTS5 yields them), scored as FTS5's bm25 will once ``lagging`` is
@@ -65,8 +70,10 @@ def ranked(db: sqlite3.Connection, lagging: dict[int, Counter[str]], span: tuple
     holding: list[set[int]] = []
     idf: list[float] = []
     for term in terms:
-        indexed = {r for (r,) in db.execute(
-            "SELECT rowid FROM search WHERE search MATCH ?", (phrase(term),))}
+        indexed = {
+            r
+            for (r,) in db.execute("SELECT rowid FROM search WHERE search MATCH ?", (phrase(term),))
+        }
         held = indexed | {rowid for rowid, counts in lagging.items() if term in counts}
         value = math.log((rows - len(held) + 0.5) / (len(held) + 0.5))
         idf.append(value if value > 0.0 else 1e-6)
@@ -75,8 +82,10 @@ def ranked(db: sqlite3.Connection, lagging: dict[int, Counter[str]], span: tuple
     found = {rowid for held in holding for rowid in held if first <= rowid <= last}
     counts = {rowid: lagging[rowid] for rowid in found if rowid in lagging}
     stored = [rowid for rowid in found if rowid not in lagging]
-    for rowid, words in db.execute("SELECT rowid, words FROM search WHERE rowid IN"
-                                   " (SELECT value FROM json_each(?))", (json.dumps(stored),)):
+    for rowid, words in db.execute(
+        "SELECT rowid, words FROM search WHERE rowid IN (SELECT value FROM json_each(?))",
+        (json.dumps(stored),),
+    ):
         counts[rowid] = Counter(words.split())
     avgdl = tokens / rows if rows else 1.0
     scores: list[tuple[int, float]] = []

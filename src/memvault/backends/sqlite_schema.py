@@ -26,8 +26,10 @@ def rowid_of(sid: int, node: int, summary: bool = False) -> int:
 
 
 # Copy a row's live keys to the settled ones the paging indexes sort on (schema 7).
-SETTLED = ("page_version = version, page_length = length_key, page_updated = updated_at,"
-            " page_expires = expires_key")
+SETTLED = (
+    "page_version = version, page_length = length_key, page_updated = updated_at,"
+    " page_expires = expires_key"
+)
 SETTLE_AT = 256
 """The most unsettled session rows a store keeps (schema 7): a page reads them all."""
 
@@ -171,10 +173,16 @@ MIGRATIONS = {
 }
 # Each order's key: its live column, and the settled copy its index sorts on (the id
 # order: the name itself); 1e308 is paging.NEVER.
-KEYS = {"version": ("version", "page_version"), "length": ("length_key", "page_length"),
-         "updated": ("updated_at", "page_updated"), "expires": ("expires_key", "page_expires")}
-LISTED = ("name, version, length_key, created_at, updated_at, expires_at, "
-           "CASE WHEN summary <> 0 AND through > base THEN through - base ELSE 0 END")
+KEYS = {
+    "version": ("version", "page_version"),
+    "length": ("length_key", "page_length"),
+    "updated": ("updated_at", "page_updated"),
+    "expires": ("expires_key", "page_expires"),
+}
+LISTED = (
+    "name, version, length_key, created_at, updated_at, expires_at, "
+    "CASE WHEN summary <> 0 AND through > base THEN through - base ELSE 0 END"
+)
 
 
 def span_of(row: Row) -> tuple[int, int]:
@@ -188,8 +196,11 @@ def fts_query(terms: Sequence[str]) -> str:
     nothing in them is FTS5 syntax."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
-ROW = ("sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
-        " summary, through, pending, unsettled")
+
+ROW = (
+    "sid, name, head, depth, base, version, next_node, created_at, updated_at, expires_at,"
+    " summary, through, pending, unsettled"
+)
 LOAD = f"SELECT {ROW} FROM sessions WHERE name = ?"  # a session's row, by its id
 SNAP = "name, head, base, version, length, created_at, auto, summary, through"
 EVENT = "version, op, writer, at, head_before, base_before, head_after, base_after, detail"
@@ -300,15 +311,23 @@ def backfill(db: sqlite3.Connection) -> None:
     predecessors; an undone summary nobody points at any more is indexed as a
     message: it is hidden either way (it is on no chain)."""
     summaries: set[tuple[int, int]] = set()
-    links = {(sid, node): parent for sid, node, parent in
-             db.execute("SELECT sid, node, parent FROM nodes")}
-    for sid, node in db.execute("SELECT sid, summary FROM sessions UNION "
-                                "SELECT sid, summary FROM snapshots"):
+    links = {
+        (sid, node): parent
+        for sid, node, parent in db.execute("SELECT sid, node, parent FROM nodes")
+    }
+    for sid, node in db.execute(
+        "SELECT sid, summary FROM sessions UNION SELECT sid, summary FROM snapshots"
+    ):
         while node and (sid, node) in links and (sid, node) not in summaries:
             summaries.add((sid, node))
             node = links[(sid, node)]
-    index_bodies(db, ((rowid_of(sid, node, (sid, node) in summaries), body) for sid, node, body in
-                db.execute("SELECT sid, node, body FROM nodes")))
+    index_bodies(
+        db,
+        (
+            (rowid_of(sid, node, (sid, node) in summaries), body)
+            for sid, node, body in db.execute("SELECT sid, node, body FROM nodes")
+        ),
+    )
 
 
 def index_bodies(db: sqlite3.Connection, nodes: Iterable[tuple[int, str]]) -> None:

@@ -44,13 +44,19 @@ from memvault.paging import NEVER
 
 
 def snapshot_of(session_id: str, r: Sequence[Any]) -> Snapshot:
-    return decoded(session_id, f"snapshot {r[0]!r}", lambda: Snapshot(
-        r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]), r[7], r[8]))
+    return decoded(
+        session_id,
+        f"snapshot {r[0]!r}",
+        lambda: Snapshot(r[0], r[1], r[2], r[3], r[4], utc(r[5]), bool(r[6]), r[7], r[8]),
+    )
 
 
 def event_of(session_id: str, r: Sequence[Any]) -> Event:
-    return decoded(session_id, f"the event of version {r[0]}", lambda: Event(
-        r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json_object(r[8])))
+    return decoded(
+        session_id,
+        f"the event of version {r[0]}",
+        lambda: Event(r[0], r[1], r[2], utc(r[3]), r[4], r[5], r[6], r[7], json_object(r[8])),
+    )
 
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -72,8 +78,18 @@ def driver_error(exc: sqlite3.Error) -> BackendError:
 
 
 # the columns save writes (those that changed), in SqliteTxn._saved's order
-_SAVED = ("head", "depth", "base", "version", "next_node", "updated_at", "expires_at",
-          "summary", "through", "pending")
+_SAVED = (
+    "head",
+    "depth",
+    "base",
+    "version",
+    "next_node",
+    "updated_at",
+    "expires_at",
+    "summary",
+    "through",
+    "pending",
+)
 
 
 # what save sets beside the changed columns: on a row created in the same transaction,
@@ -84,8 +100,10 @@ _FLAG = ", unsettled=1"
 
 _DETAIL = json.JSONEncoder(ensure_ascii=False)  # an event's detail, as stored
 # an event, its id the session's next
-_LOG = (f"INSERT INTO events (sid, id, {EVENT}) VALUES (?1, (SELECT ifnull(max(id), 0) + 1"
-        " FROM events WHERE sid = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")
+_LOG = (
+    f"INSERT INTO events (sid, id, {EVENT}) VALUES (?1, (SELECT ifnull(max(id), 0) + 1"
+    " FROM events WHERE sid = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+)
 
 
 def _detail(detail: dict[str, object]) -> str:
@@ -117,8 +135,13 @@ class Begin:
 
     __slots__ = ("_begin", "_db", "_run", "_txn")
 
-    def __init__(self, db: sqlite3.Connection, mode: str, txn: Any = None,
-                 cursor: sqlite3.Cursor | None = None) -> None:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        mode: str,
+        txn: Any = None,
+        cursor: sqlite3.Cursor | None = None,
+    ) -> None:
         self._db, self._begin, self._txn = db, _BEGIN[mode], txn
         self._run = (db if cursor is None else cursor).execute
 
@@ -126,8 +149,9 @@ class Begin:
         self._run(self._begin)
         return self._txn
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if kind is None:
             try:
                 self._run("COMMIT")
@@ -151,8 +175,15 @@ class Transaction(Begin):
 
     __slots__ = ("_conns", "_gate", "_wait")
 
-    def __init__(self, db: sqlite3.Connection, txn: SqliteTxn, cursor: sqlite3.Cursor,
-                 conns: Connections, gate: WriteGate | None, wait: float) -> None:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        txn: SqliteTxn,
+        cursor: sqlite3.Cursor,
+        conns: Connections,
+        gate: WriteGate | None,
+        wait: float,
+    ) -> None:
         super().__init__(db, "DEFERRED" if gate is None else "IMMEDIATE", txn, cursor)
         self._conns, self._gate, self._wait = conns, gate, wait
 
@@ -175,8 +206,9 @@ class Transaction(Begin):
         txn: SqliteTxn = self._txn
         return txn
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             super().__exit__(kind, exc, tb)
         except sqlite3.Error as err:
@@ -189,8 +221,9 @@ class Transaction(Begin):
             raise driver_error(exc) from exc
 
 
-_INSERT_NODE = ("INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)")
+_INSERT_NODE = (
+    "INSERT INTO nodes (id, sid, node, parent, depth, msg_id, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 _ROW_COLUMNS = len(ROW.split(","))
 
 
@@ -206,10 +239,13 @@ def live_ids_sql(count: int) -> str:
     after it (once with NULL after it if there is none)."""
     columns = ", ".join(f"s.{c.strip()}" for c in ROW.split(","))
     if count > MAX_IN:
-        return (f"SELECT {columns}, n.msg_id FROM sessions s LEFT JOIN nodes n"
-                f" ON n.sid = s.sid AND n.msg_id IN {JSON_IDS} WHERE s.name = ?")
-    found = "".join(", (SELECT msg_id FROM nodes WHERE sid = s.sid AND msg_id = ?)"
-                    for _ in range(count))
+        return (
+            f"SELECT {columns}, n.msg_id FROM sessions s LEFT JOIN nodes n"
+            f" ON n.sid = s.sid AND n.msg_id IN {JSON_IDS} WHERE s.name = ?"
+        )
+    found = "".join(
+        ", (SELECT msg_id FROM nodes WHERE sid = s.sid AND msg_id = ?)" for _ in range(count)
+    )
     return f"SELECT {columns}{found} FROM sessions s WHERE s.name = ?"
 
 
@@ -217,8 +253,9 @@ class SqliteTxn:
     """The engine's primitives (:class:`~memvault.backends.engine.Txn`) on one
     connection, inside the transaction a :class:`Transaction` holds."""
 
-    def __init__(self, db: sqlite3.Connection, cursor: sqlite3.Cursor,
-                 lagging: bool = False) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, cursor: sqlite3.Cursor, lagging: bool = False
+    ) -> None:
         self._db = db
         self._cursor = cursor  # for the statements an append makes (SqliteBackend._connect)
         # lagging: the search index lags behind (a search could not index the
@@ -237,8 +274,18 @@ class SqliteTxn:
 
     def _saved(self, row: Row) -> tuple[Any, ...]:
         assert isinstance(row.key, int)
-        return (row.head, row.depth, row.base, row.version, row.next_node, row.updated_at,
-                row.expires_at, row.summary, row.through, self._pending[row.key])
+        return (
+            row.head,
+            row.depth,
+            row.base,
+            row.version,
+            row.next_node,
+            row.updated_at,
+            row.expires_at,
+            row.summary,
+            row.through,
+            self._pending[row.key],
+        )
 
     def _row(self, r: tuple[Any, ...]) -> Row:
         """The Row of a row of ``ROW``'s columns, noted as stored."""
@@ -254,7 +301,9 @@ class SqliteTxn:
     def create(self, name: str, now: float) -> Row:
         cur = self._db.execute(
             "INSERT INTO sessions (name, head, depth, base, version, next_node, created_at,"
-            " updated_at, page_updated) VALUES (?, 0, 0, 0, 0, 1, ?, ?, ?)", (name, now, now, now))
+            " updated_at, page_updated) VALUES (?, 0, 0, 0, 0, 1, ?, ?, ?)",
+            (name, now, now, now),
+        )
         assert cur.lastrowid is not None
         self._pending[cur.lastrowid] = 0
         self._unsettled[cur.lastrowid] = None
@@ -284,14 +333,23 @@ class SqliteTxn:
         unsettled = self._unsettled[row.key]
         if unsettled is None:
             also = _FRESH
-            values += [row.version, row.view, row.updated_at,
-                       NEVER if row.expires_at is None else row.expires_at]
+            values += [
+                row.version,
+                row.view,
+                row.updated_at,
+                NEVER if row.expires_at is None else row.expires_at,
+            ]
         else:  # the flag is not noted here: a settle may clear it in this transaction
             also = "" if unsettled else _FLAG
         self._cursor.execute(_update(moved, also), (*values, row.key))
-        if also == _FLAG and self._one(
+        if (
+            also == _FLAG
+            and self._one(
                 "SELECT count(*) FROM (SELECT 1 FROM sessions WHERE unsettled LIMIT ?)",
-                SETTLE_AT + 1)[0] > SETTLE_AT:
+                SETTLE_AT + 1,
+            )[0]
+            > SETTLE_AT
+        ):
             self._db.execute(f"UPDATE sessions SET {SETTLED}, unsettled = 0 WHERE unsettled")
 
     def purge(self, row: Row) -> int:
@@ -304,12 +362,12 @@ class SqliteTxn:
 
     def stored_ids(self, row: Row, ids: Sequence[str]) -> set[str]:
         within, args = ids_in(ids)
-        cur = self._db.execute(f"SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN {within}",
-                               (row.key, *args))
+        cur = self._db.execute(
+            f"SELECT msg_id FROM nodes WHERE sid = ? AND msg_id IN {within}", (row.key, *args)
+        )
         return {r[0] for r in cur}
 
-    def live_ids(self, name: str, ids: Sequence[str],
-                 now: float) -> tuple[Row | None, set[str]]:
+    def live_ids(self, name: str, ids: Sequence[str], now: float) -> tuple[Row | None, set[str]]:
         """The live row of session ``name`` and which of ``ids`` it stores, in one
         statement (:meth:`load` and :meth:`stored_ids` were two: 8.7 µs an append)."""
         rows = self._cursor.execute(live_ids_sql(len(ids)), (*ids_in(ids)[1], name)).fetchall()
@@ -332,9 +390,13 @@ class SqliteTxn:
         pending = self._pending[sid]
         if summary:
             if pending:
-                index_bodies(self._db, self._db.execute(
-                    "SELECT id, body FROM nodes WHERE id BETWEEN ? AND ?",
-                    (rowid_of(sid, pending), rowid_of(sid, nodes[0].node) - 1)))
+                index_bodies(
+                    self._db,
+                    self._db.execute(
+                        "SELECT id, body FROM nodes WHERE id BETWEEN ? AND ?",
+                        (rowid_of(sid, pending), rowid_of(sid, nodes[0].node) - 1),
+                    ),
+                )
             index_bodies(self._db, [(rowid_of(sid, n.node, True), n.body) for n in nodes])
             self._pending[sid] = 0
         elif not pending and nodes:
@@ -360,13 +422,18 @@ class SqliteTxn:
 
     def node(self, row: Row, node: int) -> Node | None:
         assert isinstance(row.key, int)
-        r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes WHERE id = ?",
-                      rowid_of(row.key, node))
+        r = self._one(
+            "SELECT node, parent, depth, msg_id, body FROM nodes WHERE id = ?",
+            rowid_of(row.key, node),
+        )
         return Node(*r) if r else None
 
     def find(self, row: Row, msg_id: str) -> Node | None:
-        r = self._one("SELECT node, parent, depth, msg_id, body FROM nodes"
-                      " WHERE sid=? AND msg_id=?", row.key, msg_id)
+        r = self._one(
+            "SELECT node, parent, depth, msg_id, body FROM nodes WHERE sid=? AND msg_id=?",
+            row.key,
+            msg_id,
+        )
         return Node(*r) if r else None
 
     def chain(self, row: Row, head: int, count: int) -> list[Node]:
@@ -375,27 +442,60 @@ class SqliteTxn:
 
     def add_event(self, row: Row, event: Event) -> None:
         e = event
-        self.log(row, e.version, e.op, e.writer, e.at.timestamp(), e.head_before,
-                 e.base_before, e.head_after, e.base_after, e.detail)
+        self.log(
+            row,
+            e.version,
+            e.op,
+            e.writer,
+            e.at.timestamp(),
+            e.head_before,
+            e.base_before,
+            e.head_after,
+            e.base_after,
+            e.detail,
+        )
 
-    def log(self, row: Row, version: int, op: str, writer: str, at: float, head_before: int,
-            base_before: int, head_after: int, base_after: int,
-            detail: dict[str, object]) -> None:
+    def log(
+        self,
+        row: Row,
+        version: int,
+        op: str,
+        writer: str,
+        at: float,
+        head_before: int,
+        base_before: int,
+        head_after: int,
+        base_after: int,
+        detail: dict[str, object],
+    ) -> None:
         """:meth:`add_event` of an event's fields (``at``: epoch seconds): the engine's
         writes log through this without building an :class:`Event`."""
-        self._cursor.execute(_LOG, (row.key, version, op, writer, at, head_before, base_before,
-                                head_after, base_after, _detail(detail)))
+        self._cursor.execute(
+            _LOG,
+            (
+                row.key,
+                version,
+                op,
+                writer,
+                at,
+                head_before,
+                base_before,
+                head_after,
+                base_after,
+                _detail(detail),
+            ),
+        )
 
     def events(self, row: Row) -> list[Event]:
-        cur = self._db.execute(f"SELECT {EVENT} FROM events WHERE sid = ? ORDER BY id",
-                               (row.key,))
+        cur = self._db.execute(f"SELECT {EVENT} FROM events WHERE sid = ? ORDER BY id", (row.key,))
         return [event_of(row.name, r) for r in cur]
 
     def drop_events(self, row: Row, keep_last: int) -> int:
         return self._db.execute(
             "DELETE FROM events WHERE sid = ? AND id NOT IN"
             " (SELECT id FROM events WHERE sid = ? ORDER BY id DESC LIMIT ?)",
-            (row.key, row.key, keep_last)).rowcount
+            (row.key, row.key, keep_last),
+        ).rowcount
 
     def get_snapshot(self, row: Row, name: str) -> Snapshot | None:
         r = self._one(f"SELECT {SNAP} FROM snapshots WHERE sid = ? AND name = ?", row.key, name)
@@ -405,38 +505,56 @@ class SqliteTxn:
         s = snapshot
         self._db.execute(
             f"INSERT INTO snapshots (sid, {SNAP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row.key, s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(),
-             int(s.auto), s.summary, s.through))
+            (
+                row.key,
+                s.name,
+                s.head,
+                s.base,
+                s.version,
+                s.length,
+                s.created_at.timestamp(),
+                int(s.auto),
+                s.summary,
+                s.through,
+            ),
+        )
 
     def snapshots(self, row: Row) -> list[Snapshot]:
         cur = self._db.execute(
-            f"SELECT {SNAP} FROM snapshots WHERE sid = ? ORDER BY rowid", (row.key,))
+            f"SELECT {SNAP} FROM snapshots WHERE sid = ? ORDER BY rowid", (row.key,)
+        )
         return [snapshot_of(row.name, r) for r in cur]
 
     def rows(self) -> list[Row]:
         return [self._row(r) for r in self._db.execute(f"SELECT {ROW} FROM sessions")]
 
     def links(self, row: Row) -> dict[int, tuple[int, int]]:
-        cur = self._db.execute("SELECT node, parent, depth FROM nodes WHERE id BETWEEN ? AND ?",
-                               span_of(row))
+        cur = self._db.execute(
+            "SELECT node, parent, depth FROM nodes WHERE id BETWEEN ? AND ?", span_of(row)
+        )
         return {r[0]: (r[1], r[2]) for r in cur}
 
     def delete_nodes(self, row: Row, nodes: Sequence[int]) -> None:
         assert isinstance(row.key, int)
         self._db.executemany(
-            "DELETE FROM nodes WHERE id = ?", [(rowid_of(row.key, n),) for n in nodes])
+            "DELETE FROM nodes WHERE id = ?", [(rowid_of(row.key, n),) for n in nodes]
+        )
         rowids = [(rowid_of(row.key, n, False), rowid_of(row.key, n, True)) for n in nodes]
         self._db.executemany("DELETE FROM search WHERE rowid IN (?, ?)", rowids)
 
-    def matches(self, row: Row | None, terms: Sequence[str]
-                ) -> Iterator[tuple[int | str, int, bool, float]]:
+    def matches(
+        self, row: Row | None, terms: Sequence[str]
+    ) -> Iterator[tuple[int | str, int, bool, float]]:
         if self._lagging:  # scored as they will be once the pending messages are indexed
             if self._lag is None:
-                self._lag = {rowid: Counter(stored_words(body).split())
-                             for rowid, body in self._db.execute(PENDING)}
+                self._lag = {
+                    rowid: Counter(stored_words(body).split())
+                    for rowid, body in self._db.execute(PENDING)
+                }
             span = span_of(row) if row is not None else (0, (1 << 63) - 1)
             found: Iterable[tuple[int, float]] = ranked(
-                self._db, self._lag, span, terms, lambda term: fts_query([term]))
+                self._db, self._lag, span, terms, lambda term: fts_query([term])
+            )
         else:  # only rowid and score: any other column would be read for every match
             sql = "SELECT rowid, bm25(search) AS score FROM search WHERE search MATCH ?"
             args: tuple[object, ...] = (fts_query(terms),)
@@ -445,23 +563,33 @@ class SqliteTxn:
                 args += span_of(row)
             # Ties by rowid (session, then node), as sqlite_lag.ranked and PostgreSQL
             # order them; FTS5 leaves the order of equal scores undefined.
-            found = ((rowid, -score)
-                     for rowid, score in self._db.execute(sql + " ORDER BY score, rowid", args))
+            found = (
+                (rowid, -score)
+                for rowid, score in self._db.execute(sql + " ORDER BY score, rowid", args)
+            )
         for rowid, score in found:
-            yield (rowid >> SESSION_SHIFT, rowid & (SUMMARY_BIT - 1),
-                   bool(rowid & SUMMARY_BIT), score)
+            yield (
+                rowid >> SESSION_SHIFT,
+                rowid & (SUMMARY_BIT - 1),
+                bool(rowid & SUMMARY_BIT),
+                score,
+            )
 
     def message_count(self, row: Row) -> int:
         """The session's messages in the index (rowids from its first, below the summary
         bit), and those not yet in it (nodes from pending on: never a summary)."""
         assert isinstance(row.key, int)
         first = span_of(row)[0]
-        count: int = self._one("SELECT count(*) FROM search WHERE rowid >= ? AND rowid < ?",
-                               first, first | SUMMARY_BIT)[0]
+        count: int = self._one(
+            "SELECT count(*) FROM search WHERE rowid >= ? AND rowid < ?", first, first | SUMMARY_BIT
+        )[0]
         pending = self._pending[row.key]
         if pending:
-            count += self._one("SELECT count(*) FROM nodes WHERE id >= ? AND id < ?",
-                               first | pending, first | row.next_node)[0]
+            count += self._one(
+                "SELECT count(*) FROM nodes WHERE id >= ? AND id < ?",
+                first | pending,
+                first | row.next_node,
+            )[0]
         return count
 
     def ancestors(self, row: Row, head: int, count: int) -> list[int]:
@@ -485,8 +613,10 @@ class SqliteTxn:
     def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         if not keys or not self._has_vectors():
             return {}
-        cur = self._db.execute("SELECT key, vec FROM vectors WHERE key IN"
-                               " (SELECT value FROM json_each(?))", (json.dumps(list(keys)),))
+        cur = self._db.execute(
+            "SELECT key, vec FROM vectors WHERE key IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(keys)),),
+        )
         return dict(cur.fetchall())
 
     def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
@@ -498,9 +628,15 @@ class SqliteTxn:
         return [r[0] for r in self._db.execute("SELECT key FROM vectors")]
 
     def drop_vectors(self, keys: Sequence[str]) -> None:
-        self._db.execute("DELETE FROM vectors WHERE key IN (SELECT value FROM json_each(?))",
-                         (json.dumps(list(keys)),))
+        self._db.execute(
+            "DELETE FROM vectors WHERE key IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(keys)),),
+        )
 
     def bodies(self, row: Row) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT body FROM nodes WHERE id BETWEEN ? AND ?",
-                                               span_of(row))]
+        return [
+            r[0]
+            for r in self._db.execute(
+                "SELECT body FROM nodes WHERE id BETWEEN ? AND ?", span_of(row)
+            )
+        ]

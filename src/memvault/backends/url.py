@@ -24,7 +24,8 @@ from memvault.errors import ConfigurationError
 # valid one ("://u:pw@h", "bäd://u:pw@h") and raises on a bad host ("[bad"), yet such
 # strings end up in errors.
 _USERINFO = re.compile(
-    r"^(?P<head>.*?//[^/?#:@]*):(?:[^/]*@|(?![0-9]*(?:[/?#]|$))[^@]*@)", re.DOTALL)
+    r"^(?P<head>.*?//[^/?#:@]*):(?:[^/]*@|(?![0-9]*(?:[/?#]|$))[^@]*@)", re.DOTALL
+)
 # A password given as a query parameter (libpq's ?password=, sslpassword=, ...), up to
 # the next "&" ("#" included: unencoded, it may be part of the password).
 _QUERY_PASSWORD = re.compile(r"(?P<name>[?&][^=&]*password=)[^&]*", re.IGNORECASE)
@@ -95,8 +96,9 @@ class BackendOptions:
         return {**self.from_url, **self.keywords}
 
 
-def unsupported(url: str, name: str, backend: str, options: Mapping[str, Any],
-                passed_on: Container[str] = ()) -> ConfigurationError:
+def unsupported(
+    url: str, name: str, backend: str, options: Mapping[str, Any], passed_on: Container[str] = ()
+) -> ConfigurationError:
     """The one refusal of an option a backend does not take, keyword or URL parameter."""
     takes = f"takes {', '.join(sorted(options))}" if options else "takes no option"
     if isinstance(passed_on, (set, frozenset)) and passed_on:
@@ -104,9 +106,15 @@ def unsupported(url: str, name: str, backend: str, options: Mapping[str, Any],
     return ConfigurationError(f"{redact(url)}: unsupported option {name!r}; {backend} {takes}")
 
 
-def read_options(url: str, query: str, options: Mapping[str, Parse | None],
-                 keywords: Mapping[str, Any], *, backend: str,
-                 passed_on: Container[str] = ()) -> BackendOptions:
+def read_options(
+    url: str,
+    query: str,
+    options: Mapping[str, Parse | None],
+    keywords: Mapping[str, Any],
+    *,
+    backend: str,
+    passed_on: Container[str] = (),
+) -> BackendOptions:
     """Read a backend's options from its URL's ``query`` and the ``keywords``.
 
     Args:
@@ -134,18 +142,21 @@ def read_options(url: str, query: str, options: Mapping[str, Parse | None],
         key, equals, text = part.partition("=")
         name = unquote_plus(key)
         if not equals:
-            raise ConfigurationError(f"cannot parse the query of {redact(url)!r}: "
-                                     f"{_quoted(part, url)} is not name=value")
+            raise ConfigurationError(
+                f"cannot parse the query of {redact(url)!r}: {_quoted(part, url)} is not name=value"
+            )
         parse = options.get(name)
         if parse is not None:
             try:
                 from_url[name] = parse(unquote_plus(text))
             except ValueError:
                 raise ConfigurationError(
-                    f"{redact(url)}: bad value {_quoted(text, url)} for {name}") from None
+                    f"{redact(url)}: bad value {_quoted(text, url)} for {name}"
+                ) from None
         elif name in passed_on and name not in options:
             passed.append(part)
         else:
-            raise unsupported(url, name, backend, {
-                n: p for n, p in options.items() if p is not None}, passed_on)
+            raise unsupported(
+                url, name, backend, {n: p for n, p in options.items() if p is not None}, passed_on
+            )
     return BackendOptions(from_url, dict(keywords), passed)

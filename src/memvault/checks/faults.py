@@ -26,10 +26,23 @@ from typing import Any, Literal
 from memvault.errors import BackendUnavailableError, OutcomeUnknownError
 
 When = Literal["before", "after"]
-OPERATIONS = frozenset({
-    "append", "history", "info", "pop", "trim", "snapshot", "snapshots", "rollback", "fork",
-    "log", "delete", "sessions", "compact",
-})
+OPERATIONS = frozenset(
+    {
+        "append",
+        "history",
+        "info",
+        "pop",
+        "trim",
+        "snapshot",
+        "snapshots",
+        "rollback",
+        "fork",
+        "log",
+        "delete",
+        "sessions",
+        "compact",
+    }
+)
 
 
 @dataclass
@@ -53,8 +66,14 @@ class FaultInjector:
     _plans: dict[str, list[_Plan]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fail(self, operation: str, *, when: When = "before", times: int = 1,
-             error: Callable[[str], BaseException] | None = None) -> FaultInjector:
+    def fail(
+        self,
+        operation: str,
+        *,
+        when: When = "before",
+        times: int = 1,
+        error: Callable[[str], BaseException] | None = None,
+    ) -> FaultInjector:
         """Plan the next ``times`` calls of ``operation`` to fail.
 
         Args:
@@ -103,6 +122,7 @@ class FaultInjector:
         if name not in OPERATIONS:
             return method
         if inspect.iscoroutinefunction(method):
+
             @functools.wraps(method)
             async def acall(*args: Any) -> Any:
                 plan = self._next(name)
@@ -112,6 +132,7 @@ class FaultInjector:
                 if plan is not None:
                     raise self._error(name, plan)
                 return result
+
             return acall
 
         @functools.wraps(method)
@@ -123,6 +144,7 @@ class FaultInjector:
             if plan is not None:
                 raise self._error(name, plan)
             return result
+
         return call
 
 

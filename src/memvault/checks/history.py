@@ -93,11 +93,16 @@ def parse(record: dict[str, Any]) -> Record | None:
     if e == "read":
         return HistoryRead(record["r"], list(record["ids"]), list(record.get("bad", [])))
     if e in ("read_error", "final_error"):
-        return ReadFailed(e == "final_error", bool(record.get("corrupt")),
-                          str(record.get("error", "")))
+        return ReadFailed(
+            e == "final_error", bool(record.get("corrupt")), str(record.get("error", ""))
+        )
     if e == "final":
-        return FinalHistory([StoredMessage(m["id"], m["role"], m["content"], m.get("sum"))
-                             for m in record["messages"]])
+        return FinalHistory(
+            [
+                StoredMessage(m["id"], m["role"], m["content"], m.get("sum"))
+                for m in record["messages"]
+            ]
+        )
     return None
 
 

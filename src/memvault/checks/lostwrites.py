@@ -46,8 +46,12 @@ from memvault.messages import Message, Role
 from memvault.urls import redact
 
 # Errors that promise an append was not applied; any other error may hide one that was.
-APPEND_NOT_APPLIED = (BackendUnavailableError, InvalidMessageError, ConflictError,
-                      DuplicateMessageError)
+APPEND_NOT_APPLIED = (
+    BackendUnavailableError,
+    InvalidMessageError,
+    ConflictError,
+    DuplicateMessageError,
+)
 
 
 def checksum(role: str, content: Any) -> str:
@@ -62,8 +66,14 @@ def make_turn(run: str, writer: int, turn: int, size: int) -> list[Message]:
     for k in range(size):
         role: Role = "user" if k % 2 == 0 else "assistant"
         content = f"w{writer} t{turn} m{k} ✓ é\x00👍 {run}"
-        out.append(Message(id=f"{run}.w{writer}.t{turn}.m{k}", role=role, content=content,
-                           metadata={"sum": checksum(role, content)}))
+        out.append(
+            Message(
+                id=f"{run}.w{writer}.t{turn}.m{k}",
+                role=role,
+                content=content,
+                metadata={"sum": checksum(role, content)},
+            )
+        )
     return out
 
 
@@ -86,8 +96,15 @@ class _Log:
         self._file.close()
 
 
-def write_turns(opener: Opener, session_id: str, run: str, writer: int, appends: int,
-                turn_size: int, log_path: str) -> None:
+def write_turns(
+    opener: Opener,
+    session_id: str,
+    run: str,
+    writer: int,
+    appends: int,
+    turn_size: int,
+    log_path: str,
+) -> None:
     """Worker process: append ``appends`` turns, logging every outcome."""
     log = _Log(Path(log_path))
     store = opener(writer=f"writer-{writer}")
@@ -109,8 +126,9 @@ def write_turns(opener: Opener, session_id: str, run: str, writer: int, appends:
         log.close()
 
 
-def read_while(opener: Opener, session_id: str, reader: int, log_path: str,
-               stop: Any, max_reads: int) -> None:
+def read_while(
+    opener: Opener, session_id: str, reader: int, log_path: str, stop: Any, max_reads: int
+) -> None:
     """Worker process: read the history until ``stop`` is set (at most ``max_reads``)."""
     log = _Log(Path(log_path))
     store = opener(writer=f"reader-{reader}")
@@ -140,9 +158,13 @@ def _final(opener: Opener, session_id: str) -> dict[str, Any]:
         return {"e": "final_error", "corrupt": True, "error": str(exc)}
     finally:
         store.close()
-    return {"e": "final", "messages": [
-        {"id": m.id, "role": m.role, "content": m.content, "sum": m.metadata.get("sum")}
-        for m in history]}
+    return {
+        "e": "final",
+        "messages": [
+            {"id": m.id, "role": m.role, "content": m.content, "sum": m.metadata.get("sum")}
+            for m in history
+        ],
+    }
 
 
 def check_concurrent_appends(
@@ -181,27 +203,49 @@ def check_concurrent_appends(
     if min(writers, appends, turn_size) < 1 or readers < 0:
         raise ValueError("writers, appends and turn_size must be >= 1, readers >= 0")
     opener = store if isinstance(store, Opener) else Opener(store)
-    if opener.factory is None and opener.async_factory is None \
-            and opener.url.lower().startswith("memory:"):
-        raise ValueError("memory:// is private to one process: the checker needs a store "
-                         "that several processes share")
+    if (
+        opener.factory is None
+        and opener.async_factory is None
+        and opener.url.lower().startswith("memory:")
+    ):
+        raise ValueError(
+            "memory:// is private to one process: the checker needs a store "
+            "that several processes share"
+        )
     if options:
-        opener = Opener(opener.url, opener.face, {**opener.options, **options},
-                        opener.factory, opener.async_factory)
+        opener = Opener(
+            opener.url,
+            opener.face,
+            {**opener.options, **options},
+            opener.factory,
+            opener.async_factory,
+        )
     run = uuid.uuid4().hex[:12]
     session_id = session_id or f"lost-writes-{run}"
-    path = Path(history_file) if history_file else \
-        Path(tempfile.mkdtemp(prefix="memvault-lostwrites-")) / "history.jsonl"
+    path = (
+        Path(history_file)
+        if history_file
+        else Path(tempfile.mkdtemp(prefix="memvault-lostwrites-")) / "history.jsonl"
+    )
     parts = Path(tempfile.mkdtemp(prefix="memvault-lostwrites-parts-"))
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
-    procs = [ctx.Process(target=read_while, daemon=True,
-                         args=(opener, session_id, r, str(parts / f"r{r}.jsonl"), stop, max_reads))
-             for r in range(readers)]
-    procs += [ctx.Process(target=write_turns, daemon=True,
-                          args=(opener, session_id, run, w, appends, turn_size,
-                                str(parts / f"w{w}.jsonl")))
-              for w in range(writers)]
+    procs = [
+        ctx.Process(
+            target=read_while,
+            daemon=True,
+            args=(opener, session_id, r, str(parts / f"r{r}.jsonl"), stop, max_reads),
+        )
+        for r in range(readers)
+    ]
+    procs += [
+        ctx.Process(
+            target=write_turns,
+            daemon=True,
+            args=(opener, session_id, run, w, appends, turn_size, str(parts / f"w{w}.jsonl")),
+        )
+        for w in range(writers)
+    ]
     started = time.monotonic()
     for p in procs:
         p.start()
@@ -214,9 +258,17 @@ def check_concurrent_appends(
         if p.is_alive():
             p.kill()
             p.join()
-    header = {"e": "run", "run": run, "url": redact(opener.url), "session_id": session_id,
-              "writers": writers, "readers": readers, "appends": appends,
-              "turn_size": turn_size, "seconds": round(time.monotonic() - started, 3)}
+    header = {
+        "e": "run",
+        "run": run,
+        "url": redact(opener.url),
+        "session_id": session_id,
+        "writers": writers,
+        "readers": readers,
+        "appends": appends,
+        "turn_size": turn_size,
+        "seconds": round(time.monotonic() - started, 3),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         out.write(json.dumps(header) + "\n")

@@ -129,10 +129,16 @@ class Opener:
         if self.factory is not None or self.async_factory is not None:
             assert self.face == "async" or self.factory is not None, "a sync face needs `factory`"
             # The factories, shaped as a URL scheme's module is.
-            module = SimpleNamespace(**{
-                name: _ignoring_url(make) for name, make in (
-                    ("open_backend", self.factory), ("open_async_backend", self.async_factory))
-                if make is not None})
+            module = SimpleNamespace(
+                **{
+                    name: _ignoring_url(make)
+                    for name, make in (
+                        ("open_backend", self.factory),
+                        ("open_async_backend", self.async_factory),
+                    )
+                    if make is not None
+                }
+            )
         if self.face == "sync":
             return open_store(self.url, merged, module)
         return open_async_store(self.url, merged, module)

@@ -122,15 +122,21 @@ class LostWriteReport(Findings):
     """
 
     VIOLATIONS: ClassVar[tuple[str, ...]] = (
-        "lost", "unexpected", "duplicated", "failed_but_present", "reordered", "corrupted",
-        "torn", "non_prefix_reads")
+        "lost",
+        "unexpected",
+        "duplicated",
+        "failed_but_present",
+        "reordered",
+        "corrupted",
+        "torn",
+        "non_prefix_reads",
+    )
     NOTES: ClassVar[tuple[str, ...]] = ("recovered",)
 
     findings: dict[str, Finding] = field(default_factory=lambda: _named(LostWriteReport.VIOLATIONS))
     notes: dict[str, Finding] = field(default_factory=lambda: _named(LostWriteReport.NOTES))
     run: dict[str, Any] = field(default_factory=dict)
-    outcomes: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0,
-                                                              "unknown": 0})
+    outcomes: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0, "unknown": 0})
     reads: int = 0
     messages: int = 0
 
@@ -144,9 +150,13 @@ class LostWriteReport(Findings):
 
     def summary(self) -> str:
         """One paragraph for an assertion message or a terminal."""
-        return self._summary(f"{self.outcomes} calls, {self.reads} reads, {self.messages} "
-                             f"messages stored, {self.notes['recovered'].count} recovered; "
-                             f"history: {self.history_file}", 5, ", ")
+        return self._summary(
+            f"{self.outcomes} calls, {self.reads} reads, {self.messages} "
+            f"messages stored, {self.notes['recovered'].count} recovered; "
+            f"history: {self.history_file}",
+            5,
+            ", ",
+        )
 
 
 def audit(records: Iterable[Record], checksum: Callable[[str, Any], str]) -> LostWriteReport:
@@ -216,7 +226,8 @@ def audit(records: Iterable[Record], checksum: Callable[[str, Any], str]) -> Los
     for read in reads:
         if read.ids != ids[: len(read.ids)]:
             found["non_prefix_reads"].add(
-                f"reader {read.reader}: {len(read.ids)} messages, not a prefix")
+                f"reader {read.reader}: {len(read.ids)} messages, not a prefix"
+            )
     return report
 
 

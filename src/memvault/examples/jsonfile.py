@@ -36,8 +36,18 @@ from memvault.backends.url import read_options, redact
 from memvault.errors import BackendUnavailableError, ConfigurationError
 from memvault.model import Event, Snapshot, utc
 
-_ROW = ("head", "depth", "base", "version", "next_node", "created_at", "updated_at",
-        "expires_at", "summary", "through")
+_ROW = (
+    "head",
+    "depth",
+    "base",
+    "version",
+    "next_node",
+    "created_at",
+    "updated_at",
+    "expires_at",
+    "summary",
+    "through",
+)
 
 
 class JsonTxn:
@@ -92,12 +102,24 @@ class JsonTxn:
     def add_event(self, row: Row, event: Event) -> None:
         e = event
         self.sessions[row.name]["events"].append(
-            [e.version, e.op, e.writer, e.at.timestamp(), e.head_before, e.base_before,
-             e.head_after, e.base_after, e.detail])
+            [
+                e.version,
+                e.op,
+                e.writer,
+                e.at.timestamp(),
+                e.head_before,
+                e.base_before,
+                e.head_after,
+                e.base_after,
+                e.detail,
+            ]
+        )
 
     def events(self, row: Row) -> list[Event]:
-        return [Event(v, op, who, utc(at), *rest)
-                for v, op, who, at, *rest in self.sessions[row.name]["events"]]
+        return [
+            Event(v, op, who, utc(at), *rest)
+            for v, op, who, at, *rest in self.sessions[row.name]["events"]
+        ]
 
     def drop_events(self, row: Row, keep_last: int) -> int:
         events = self.sessions[row.name]["events"]
@@ -111,13 +133,26 @@ class JsonTxn:
     def put_snapshot(self, row: Row, snapshot: Snapshot) -> None:
         s = snapshot
         self.sessions[row.name]["snapshots"].append(
-            [s.name, s.head, s.base, s.version, s.length, s.created_at.timestamp(), s.auto,
-             s.summary, s.through])
+            [
+                s.name,
+                s.head,
+                s.base,
+                s.version,
+                s.length,
+                s.created_at.timestamp(),
+                s.auto,
+                s.summary,
+                s.through,
+            ]
+        )
 
     def snapshots(self, row: Row) -> list[Snapshot]:
-        return [Snapshot(name, head, base, version, length, utc(at), auto, *summary)
-                for name, head, base, version, length, at, auto, *summary
-                in self.sessions[row.name]["snapshots"]]
+        return [
+            Snapshot(name, head, base, version, length, utc(at), auto, *summary)
+            for name, head, base, version, length, at, auto, *summary in self.sessions[row.name][
+                "snapshots"
+            ]
+        ]
 
     def rows(self) -> list[Row]:
         return [row for name in list(self.sessions) if (row := self.load(name))]
@@ -198,7 +233,8 @@ def open_backend(url: str, **options: Any) -> Backend:
     if not path or "#" in path:
         raise ConfigurationError(
             f"a JSON file URL is jsonfile:///abs/path.json or jsonfile://relative.json, "
-            f"not {redact(url)!r}")
+            f"not {redact(url)!r}"
+        )
     path, _, query = path.partition("?")
     read_options(url, query, {}, options, backend="the JSON file store")
     return JsonFileBackend(path)

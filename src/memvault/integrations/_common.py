@@ -123,9 +123,7 @@ def assign_ids(keys: Sequence[str | None]) -> tuple[list[str], bool]:
     if not any(usable):
         return [new_message_id() for _ in keys], False
     salt = hashlib.sha256(json.dumps(list(keys)).encode()).hexdigest()
-    return [
-        key if key is not None else f"mv:{salt[:40]}:{i}" for i, key in enumerate(usable)
-    ], True
+    return [key if key is not None else f"mv:{salt[:40]}:{i}" for i, key in enumerate(usable)], True
 
 
 @dataclass(frozen=True)
@@ -167,7 +165,7 @@ def add_plan(batch: list[Message], keyed: bool) -> Plan:
 def _holds_run(visible: list[Message], batch: list[Message]) -> bool:
     """True if ``visible`` holds these very messages, adjacent and in order."""
     n = len(batch)
-    return any(visible[start:start + n] == batch for start in range(len(visible) - n, -1, -1))
+    return any(visible[start : start + n] == batch for start in range(len(visible) - n, -1, -1))
 
 
 def run_plan(session: Session, plan: Plan) -> None:
@@ -175,8 +173,11 @@ def run_plan(session: Session, plan: Plan) -> None:
 
     def perform(step: Append | Read) -> Any:
         try:
-            return session.history(step.last) if isinstance(step, Read) \
+            return (
+                session.history(step.last)
+                if isinstance(step, Read)
                 else session.append(step.messages)
+            )
         except DuplicateMessageError as exc:
             return exc
 
@@ -188,8 +189,11 @@ async def arun_plan(session: AsyncSession, plan: Plan) -> None:
 
     async def perform(step: Append | Read) -> Any:
         try:
-            return await (session.history(step.last) if isinstance(step, Read)
-                          else session.append(step.messages))
+            return await (
+                session.history(step.last)
+                if isinstance(step, Read)
+                else session.append(step.messages)
+            )
         except DuplicateMessageError as exc:
             return exc
 

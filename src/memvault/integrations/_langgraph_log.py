@@ -101,8 +101,11 @@ def _same(a: Any, b: Any) -> bool:
         if type(a) is not type(b):
             return False
         if is_model(type(a)):
-            return bool(a.__dict__ == b.__dict__ and a.__pydantic_extra__ == b.__pydantic_extra__
-                        and a.__pydantic_private__ == b.__pydantic_private__)
+            return bool(
+                a.__dict__ == b.__dict__
+                and a.__pydantic_extra__ == b.__pydantic_extra__
+                and a.__pydantic_private__ == b.__pydantic_private__
+            )
         return bool(a == b)
     except Exception:  # a value whose == raises or is not a bool: not shared
         return False
@@ -128,8 +131,9 @@ class Stored:
     node: str
 
 
-def encode_values(values: Mapping[str, Any], parent: Mapping[str, Stored],
-                  serde: SerializerProtocol) -> tuple[Body, dict[str, Stored], dict[str, Any]]:
+def encode_values(
+    values: Mapping[str, Any], parent: Mapping[str, Stored], serde: SerializerProtocol
+) -> tuple[Body, dict[str, Stored], dict[str, Any]]:
     """The entries of a checkpoint's channel values.
 
     ``parent`` is what the parent checkpoint stores per channel (empty if none is
@@ -160,19 +164,32 @@ def _node(node: str, content: str, body: Body) -> Message:
     """A saver's node. Built without pydantic's validation, which its fields (strings
     and this module's JSON) do not need: the append checks it again as it encodes it
     (:func:`memvault.messages.encode_message`), once instead of twice."""
-    return constructed(id=node, role="system", content=content, metadata={KEY: body},
-                       created_at=datetime.now(timezone.utc))
+    return constructed(
+        id=node,
+        role="system",
+        content=content,
+        metadata={KEY: body},
+        created_at=datetime.now(timezone.utc),
+    )
 
 
-def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                       parent_id: str | None, parent: Mapping[str, Stored],
-                       serde: SerializerProtocol) -> tuple[Message, dict[str, Stored]]:
+def checkpoint_message(
+    ns: str,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    parent_id: str | None,
+    parent: Mapping[str, Stored],
+    serde: SerializerProtocol,
+) -> tuple[Message, dict[str, Stored]]:
     """The node that stores ``checkpoint``, and what it stores per channel."""
     skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     run = metadata.get("run_id")
     entries, stored, own = encode_values(checkpoint["channel_values"], parent, serde)
     body: Body = {
-        "kind": "checkpoint", "ns": ns, "id": checkpoint["id"], "parent": parent_id,
+        "kind": "checkpoint",
+        "ns": ns,
+        "id": checkpoint["id"],
+        "parent": parent_id,
         "run": run if isinstance(run, str) else None,
         "checkpoint": pack(serde.dumps_typed(skeleton)),
         "metadata": pack(serde.dumps_typed(metadata)),
@@ -181,21 +198,40 @@ def checkpoint_message(ns: str, checkpoint: Checkpoint, metadata: CheckpointMeta
     node = "lg-c-" + _digest(body)
     stored.update({channel: Stored(value, node) for channel, value in own.items()})
     where = f" in {ns!r}" if ns else ""
-    content = (f"checkpoint {checkpoint['id']}{where}: step {metadata.get('step')}, "
-               f"{metadata.get('source')}; stored: {', '.join(own) or 'nothing new'}")
+    content = (
+        f"checkpoint {checkpoint['id']}{where}: step {metadata.get('step')}, "
+        f"{metadata.get('source')}; stored: {', '.join(own) or 'nothing new'}"
+    )
     return _node(node, content, body), stored
 
 
-def writes_message(ns: str, checkpoint_id: str, task_id: str, task_path: str,
-                   writes: Sequence[tuple[str, Any]], serde: SerializerProtocol) -> Message:
+def writes_message(
+    ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: Sequence[tuple[str, Any]],
+    serde: SerializerProtocol,
+) -> Message:
     """The node that stores one ``put_writes`` call."""
-    items = [{"i": WRITES_IDX_MAP.get(channel, i), "c": channel, **pack(serde.dumps_typed(v))}
-             for i, (channel, v) in enumerate(writes)]
-    body: Body = {"kind": "writes", "ns": ns, "cp": checkpoint_id, "task": task_id,
-                  "path": task_path, "w": items}
+    items = [
+        {"i": WRITES_IDX_MAP.get(channel, i), "c": channel, **pack(serde.dumps_typed(v))}
+        for i, (channel, v) in enumerate(writes)
+    ]
+    body: Body = {
+        "kind": "writes",
+        "ns": ns,
+        "cp": checkpoint_id,
+        "task": task_id,
+        "path": task_path,
+        "w": items,
+    }
     channels = ", ".join(dict.fromkeys(str(w["c"]) for w in items))
-    return _node("lg-w-" + _digest(body),
-                 f"writes of task {task_id} on checkpoint {checkpoint_id}: {channels}", body)
+    return _node(
+        "lg-w-" + _digest(body),
+        f"writes of task {task_id} on checkpoint {checkpoint_id}: {channels}",
+        body,
+    )
 
 
 def marker_message(kind: str, names: Sequence[str], reason: str) -> Message:
@@ -210,8 +246,7 @@ Entry = tuple[str, "Body | None"]  # a node of the chain: its id and LangGraph b
 
 def entries(messages: Sequence[Message]) -> list[Entry]:
     """The chain's nodes as (id, body); None for another writer's message."""
-    return [(m.id, b if isinstance(b := m.metadata.get(KEY), dict) else None)
-            for m in messages]
+    return [(m.id, b if isinstance(b := m.metadata.get(KEY), dict) else None) for m in messages]
 
 
 class ThreadLog:
@@ -236,8 +271,14 @@ class ThreadLog:
     a memvault trim).
     """
 
-    def __init__(self, thread_id: str, chain: Sequence[Entry], serde: SerializerProtocol,
-                 values: Lru, stamp: Any = None) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        chain: Sequence[Entry],
+        serde: SerializerProtocol,
+        values: Lru,
+        stamp: Any = None,
+    ) -> None:
         self.thread_id = thread_id
         self.serde = serde
         self.values = values
@@ -258,10 +299,16 @@ class ThreadLog:
     def extended(self, newer: Sequence[Entry], stamp: Any) -> ThreadLog:
         """A new log: this one followed by ``newer`` (this one is left unchanged)."""
         log = ThreadLog.__new__(ThreadLog)
-        log.__dict__ = {**self.__dict__, "stamp": stamp, "nodes": self.nodes.copy(),
-                        "depth": self.depth.copy(), "first": self.first.copy(),
-                        "writes": self.writes.copy(), "broken": self.broken.copy(),
-                        "newest": self.newest.copy()}
+        log.__dict__ = {
+            **self.__dict__,
+            "stamp": stamp,
+            "nodes": self.nodes.copy(),
+            "depth": self.depth.copy(),
+            "first": self.first.copy(),
+            "writes": self.writes.copy(),
+            "broken": self.broken.copy(),
+            "newest": self.newest.copy(),
+        }
         log._load(newer)
         return log
 
@@ -274,8 +321,9 @@ class ThreadLog:
             try:
                 self._add(node, body)
             except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptRecordError(self.session, self.length,
-                                         f"bad LangGraph node: {exc!r}") from exc
+                raise CorruptRecordError(
+                    self.session, self.length, f"bad LangGraph node: {exc!r}"
+                ) from exc
             self.depth[node] = self.length
 
     def _add(self, node: str, body: Body) -> None:
@@ -336,8 +384,11 @@ class ThreadLog:
 
     def listed(self, ns: str | None) -> list[str]:
         """Visible checkpoint nodes (of ``ns``, or all), newest checkpoint id first."""
-        found = [n for (n_ns, _), n in self.first.items()
-                 if (ns is None or n_ns == ns) and n not in self.hidden]
+        found = [
+            n
+            for (n_ns, _), n in self.first.items()
+            if (ns is None or n_ns == ns) and n not in self.hidden
+        ]
         return sorted(found, key=lambda n: str(self.nodes[n]["id"]), reverse=True)
 
     def _fail(self, node: str, reason: str) -> CorruptRecordError:
@@ -393,16 +444,23 @@ class ThreadLog:
                     continue  # a regular write is stored once: the first one wins
                 chosen[key] = (str(body["path"]), w)
         ordered = sorted(chosen.items(), key=lambda kv: writes_sort_key(kv[1][0], *kv[0]))
-        return [(task, str(w["c"]), self.serde.loads_typed(unpack(w)))
-                for (task, _), (_, w) in ordered]
+        return [
+            (task, str(w["c"]), self.serde.loads_typed(unpack(w))) for (task, _), (_, w) in ordered
+        ]
 
     def config(self, ns: str, checkpoint_id: str) -> RunnableConfig:
-        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ns,
-                                 "checkpoint_id": checkpoint_id}}
+        return {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
 
     def metadata(self, node: str) -> CheckpointMetadata:
-        return cast(CheckpointMetadata,
-                    self.serde.loads_typed(unpack(self.nodes[node]["metadata"])))
+        return cast(
+            CheckpointMetadata, self.serde.loads_typed(unpack(self.nodes[node]["metadata"]))
+        )
 
     def tuple(self, node: str) -> CheckpointTuple:
         """The CheckpointTuple of checkpoint node ``node``."""
@@ -411,14 +469,16 @@ class ThreadLog:
         checkpoint = cast(Checkpoint, self.serde.loads_typed(unpack(body["checkpoint"])))
         checkpoint["channel_values"] = {c: fresh(self.value(node, c)) for c in body["values"]}
         return CheckpointTuple(
-            config=self.config(ns, cid), checkpoint=checkpoint,
+            config=self.config(ns, cid),
+            checkpoint=checkpoint,
             metadata=self.metadata(node),
             parent_config=self.config(ns, str(parent)) if parent else None,
             pending_writes=self.pending(ns, cid),
         )
 
-    def delta_history(self, ns: str, checkpoint_id: str | None,
-                      channels: Sequence[str]) -> dict[str, DeltaChannelHistory]:
+    def delta_history(
+        self, ns: str, checkpoint_id: str | None, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
         """``get_delta_channel_history``: writes and seed along the parent chain.
 
         Hidden (pruned, forgotten) ancestors are walked too: they are still stored.

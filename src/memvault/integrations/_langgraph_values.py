@@ -134,6 +134,7 @@ def fresh(value: Any) -> Any:
 # The copy of each type fresh() met: a look-up instead of a chain of type tests, in
 # loops, not comprehensions: these run for every field of every message.
 
+
 def _copy_of(kind: type) -> Callable[[Any], Any]:
     copy_it = _copies[kind] = _model if is_model(kind) else copy.deepcopy
     return copy_it

@@ -31,8 +31,12 @@ class Opener(AbstractContextManager[T], AbstractAsyncContextManager[T], Generic[
     other one is None); if it raises, the store is closed at once.
     """
 
-    def __init__(self, build: Callable[[Store | None, AsyncStore | None], T],
-                 url: str | None, options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        build: Callable[[Store | None, AsyncStore | None], T],
+        url: str | None,
+        options: dict[str, Any],
+    ) -> None:
         self._build, self._url, self._options = build, url, options
         self._store: Store | None = None
         self._async_store: AsyncStore | None = None
@@ -45,8 +49,12 @@ class Opener(AbstractContextManager[T], AbstractAsyncContextManager[T], Generic[
             self.__exit__(None, None, None)
             raise
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -59,8 +67,12 @@ class Opener(AbstractContextManager[T], AbstractAsyncContextManager[T], Generic[
             await self.__aexit__(None, None, None)
             raise
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._async_store is not None:
             await self._async_store.close()
             self._async_store = None
@@ -73,10 +85,13 @@ def checked(store: object, async_store: object) -> tuple[Store | None, AsyncStor
         ConfigurationError: neither given, or one of the wrong kind.
     """
     if store is None and async_store is None:
-        raise ConfigurationError("give store= (a memvault.Store) for the sync methods, "
-                                 "async_store= (a memvault.AsyncStore) for the async ones")
+        raise ConfigurationError(
+            "give store= (a memvault.Store) for the sync methods, "
+            "async_store= (a memvault.AsyncStore) for the async ones"
+        )
     for value, kind, name in ((store, Store, "store"), (async_store, AsyncStore, "async_store")):
         if value is not None and not isinstance(value, kind):
-            raise ConfigurationError(f"{name}= must be a memvault.{kind.__name__}, "
-                                     f"not {type(value).__name__}")
+            raise ConfigurationError(
+                f"{name}= must be a memvault.{kind.__name__}, not {type(value).__name__}"
+            )
     return store, async_store  # type: ignore[return-value]

@@ -84,8 +84,15 @@ except ImportError as _exc:  # pragma: no cover - exercised by simulating the im
     raise missing_extra("langchain", "langchain", _exc) from _exc
 
 MESSAGE_KEY = "langchain"
-_ROLES = {"user": "user", "human": "user", "system": "system", "developer": "developer",
-          "assistant": "assistant", "ai": "assistant", "tool": "tool"}
+_ROLES = {
+    "user": "user",
+    "human": "user",
+    "system": "system",
+    "developer": "developer",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "tool": "tool",
+}
 
 __all__ = ["MESSAGE_KEY", "MemvaultChatMessageHistory"]
 
@@ -103,18 +110,21 @@ class MemvaultChatMessageHistory(BaseChatMessageHistory):
         InvalidMessageError: an invalid session id.
     """
 
-    def __init__(self, session_id: str, *, store: Store | None = None,
-                 async_store: AsyncStore | None = None) -> None:
+    def __init__(
+        self, session_id: str, *, store: Store | None = None, async_store: AsyncStore | None = None
+    ) -> None:
         super().__init__()
         store, async_store = checked(store, async_store)
         self._sync: Session | None = None if store is None else store.session(session_id)
-        self._async: AsyncSession | None = (None if async_store is None
-                                            else async_store.session(session_id))
+        self._async: AsyncSession | None = (
+            None if async_store is None else async_store.session(session_id)
+        )
         self.session_id: str = (self._sync or self._async).id  # type: ignore[union-attr]
 
     @classmethod
-    def from_conn_string(cls, session_id: str, url: str | None = None,
-                         **options: Any) -> Opener[MemvaultChatMessageHistory]:
+    def from_conn_string(
+        cls, session_id: str, url: str | None = None, **options: Any
+    ) -> Opener[MemvaultChatMessageHistory]:
         """A history on memvault URL ``url``, as a sync or async context manager.
 
         ``with MemvaultChatMessageHistory.from_conn_string(id, url) as history``
@@ -123,8 +133,11 @@ class MemvaultChatMessageHistory(BaseChatMessageHistory):
         are memvault's (``ttl=``, ``writer=``, ...). See
         :mod:`memvault.integrations._opener`.
         """
-        return Opener(lambda store, async_store: cls(session_id, store=store,
-                                                     async_store=async_store), url, options)
+        return Opener(
+            lambda store, async_store: cls(session_id, store=store, async_store=async_store),
+            url,
+            options,
+        )
 
     def __repr__(self) -> str:
         return f"MemvaultChatMessageHistory({self.session_id!r})"
@@ -213,8 +226,11 @@ def to_message(message: BaseMessage, payload: dict[str, Any], message_id: str) -
     if isinstance(message, AIMessage):
         fields["role"] = "assistant"
         fields["tool_calls"] = tuple(
-            ToolCall(id=call.get("id") or "", name=call["name"],
-                     arguments=json.dumps(call["args"], ensure_ascii=False))
+            ToolCall(
+                id=call.get("id") or "",
+                name=call["name"],
+                arguments=json.dumps(call["args"], ensure_ascii=False),
+            )
             for call in message.tool_calls
         )
     elif isinstance(message, SystemMessage):
@@ -256,6 +272,9 @@ def to_langchain(message: Message) -> BaseMessage:
         if isinstance(args, dict):
             calls.append(tool_call(name=call.name, args=args, id=call.id or None))
         else:
-            invalid.append(invalid_tool_call(name=call.name, args=call.arguments,
-                                             id=call.id or None, error=None))
+            invalid.append(
+                invalid_tool_call(
+                    name=call.name, args=call.arguments, id=call.id or None, error=None
+                )
+            )
     return AIMessage(tool_calls=calls, invalid_tool_calls=invalid, **common)

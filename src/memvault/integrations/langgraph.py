@@ -180,8 +180,13 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         ConfigurationError: neither store given, or a store of the wrong kind.
     """
 
-    def __init__(self, store: Store | None = None, *, async_store: AsyncStore | None = None,
-                 serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        async_store: AsyncStore | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
         super().__init__(serde=serde)
         store, async_store = checked(store, async_store)
         self.store = store
@@ -192,16 +197,20 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         self._values = Lru(VALUES)  # (session, node, channel) -> canonical value
 
     @classmethod
-    def from_conn_string(cls, url: str, *, serde: SerializerProtocol | None = None,
-                         **options: Any) -> Opener[MemvaultSaver]:
+    def from_conn_string(
+        cls, url: str, *, serde: SerializerProtocol | None = None, **options: Any
+    ) -> Opener[MemvaultSaver]:
         """A saver on memvault URL ``url``, as a sync or async context manager.
 
         ``with MemvaultSaver.from_conn_string(url) as saver`` opens a sync store,
         ``async with`` an async one; leaving the block closes it. ``options`` are
         memvault's (``ttl=``, ``writer=``, ...). See :mod:`memvault.integrations._opener`.
         """
-        return Opener(lambda store, async_store: cls(store, async_store=async_store,
-                                                     serde=serde), url, options)
+        return Opener(
+            lambda store, async_store: cls(store, async_store=async_store, serde=serde),
+            url,
+            options,
+        )
 
     # -- the sans-I/O plans: every method below is one of these, run sync or async
 
@@ -222,14 +231,19 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         log = None
         if known is not None and known.stamp == stamp:
             log = known  # nothing changed
-        elif (known is not None and known.length and known.stamp[0] == info.created_at
-              and info.length >= known.length):
+        elif (
+            known is not None
+            and known.length
+            and known.stamp[0] == info.created_at
+            and info.length >= known.length
+        ):
             newest = entries((yield _Read(session, info.length - known.length + 1)))
             if newest and newest[0][0] == known.last:
                 log = known.extended(newest[1:], stamp)
         if log is None:
-            log = ThreadLog(thread_id, entries((yield _Read(session, None))), self.serde,
-                            self._values, stamp)
+            log = ThreadLog(
+                thread_id, entries((yield _Read(session, None))), self.serde, self._values, stamp
+            )
         if log is not known:  # get made a known one the most recently used
             self._logs.put(session, log)
         return log
@@ -264,12 +278,17 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         self._cache.put((log.session, ns, str(log.nodes[node]["id"])), (node, log.stored(node)))
         return log.tuple(node)
 
-    def _list_plan(self, config: RunnableConfig | None, wanted: dict[str, Any] | None,
-                   before: RunnableConfig | None, limit: int | None) -> _Plan:
+    def _list_plan(
+        self,
+        config: RunnableConfig | None,
+        wanted: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> _Plan:
         if config is not None:
             threads = [str(config["configurable"]["thread_id"])]
         else:
-            threads = sorted(s[len(PREFIX):] for s in (yield _Threads()) if s.startswith(PREFIX))
+            threads = sorted(s[len(PREFIX) :] for s in (yield _Threads()) if s.startswith(PREFIX))
         configurable = config["configurable"] if config else {}
         ns = configurable.get("checkpoint_ns")
         only = configurable.get("checkpoint_id")
@@ -288,8 +307,9 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
                     return found
         return found
 
-    def _put_plan(self, config: RunnableConfig, checkpoint: Checkpoint,
-                  metadata: CheckpointMetadata) -> _Plan:
+    def _put_plan(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> _Plan:
         thread_id, ns = _where(config)
         session = session_id(thread_id)
         parent_id = get_checkpoint_id(config)
@@ -302,32 +322,41 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
                 cached = (node, log.stored(node)) if node is not None else None
             parent = cached or parent
         meta = get_serializable_checkpoint_metadata(config, metadata)
-        message, stored = checkpoint_message(ns, checkpoint, meta, parent_id, parent[1],
-                                             self.serde)
+        message, stored = checkpoint_message(ns, checkpoint, meta, parent_id, parent[1], self.serde)
         # The node may share the parent node's values: it is appended only if that node
         # is still stored, in the same atomic step (the thread may have been deleted and
         # made again since the parent was read or put). If not, it is stored whole.
         version = yield _Append(session, message, parent[0])
         if isinstance(version, ConflictError):
             self._forget(session)
-            message, stored = checkpoint_message(ns, checkpoint, meta, parent_id, {},
-                                                 self.serde)
+            message, stored = checkpoint_message(ns, checkpoint, meta, parent_id, {}, self.serde)
             version = yield _Append(session, message)
         self._appended(session, message, version)
         # A child compares with the copies in stored; the node's values are decoded
         # only if it is read.
         self._cache.put((session, ns, checkpoint["id"]), (message.id, stored))
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
-                                 "checkpoint_id": checkpoint["id"]}}
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
 
-    def _writes_plan(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                     task_id: str, task_path: str) -> _Plan:
+    def _writes_plan(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> _Plan:
         thread_id, ns = _where(config)
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
         if writes:
             message = writes_message(ns, checkpoint_id, task_id, task_path, writes, self.serde)
-            self._appended(session_id(thread_id), message,
-                           (yield _Append(session_id(thread_id), message)))
+            self._appended(
+                session_id(thread_id), message, (yield _Append(session_id(thread_id), message))
+            )
 
     def _delete_plan(self, thread_ids: Sequence[str]) -> _Plan:
         for thread_id in thread_ids:
@@ -350,8 +379,12 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
             namespaces = {str(log.nodes[n]["ns"]) for n in listed}
             keep = [node for ns in namespaces if (node := log.find(ns, None))]
             if len(keep) < len(listed):
-                yield _Append(session_id(thread_id), marker_message(
-                    "prune", keep, "prune: keep the latest checkpoint of each namespace"))
+                yield _Append(
+                    session_id(thread_id),
+                    marker_message(
+                        "prune", keep, "prune: keep the latest checkpoint of each namespace"
+                    ),
+                )
 
     def _forget_runs_plan(self, run_ids: Sequence[str]) -> _Plan:
         runs = set(run_ids)
@@ -360,10 +393,12 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
         for session in (yield _Threads()):
             if not session.startswith(PREFIX):
                 continue
-            log = yield from self._read(session[len(PREFIX):])
+            log = yield from self._read(session[len(PREFIX) :])
             if any(log.nodes[n].get("run") in runs for n in log.listed(None)):
-                yield _Append(session, marker_message(
-                    "forget_runs", sorted(runs), "delete_for_runs: hide these runs"))
+                yield _Append(
+                    session,
+                    marker_message("forget_runs", sorted(runs), "delete_for_runs: hide these runs"),
+                )
 
     def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]) -> _Plan:
         if not channels:
@@ -376,14 +411,16 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
 
     def _sync(self, plan: _Plan) -> Any:
         if self.store is None:
-            raise ConfigurationError("this MemvaultSaver has no sync store: give store= "
-                                     "(or use the async methods)")
+            raise ConfigurationError(
+                "this MemvaultSaver has no sync store: give store= (or use the async methods)"
+            )
         return _run(self.store, plan)
 
     async def _async(self, plan: _Plan) -> Any:
         if self.async_store is None:
-            raise ConfigurationError("this MemvaultSaver has no async store: give "
-                                     "async_store= (or use the sync methods)")
+            raise ConfigurationError(
+                "this MemvaultSaver has no async store: give async_store= (or use the sync methods)"
+            )
         return await _arun(self.async_store, plan)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -392,33 +429,61 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._async(self._get_plan(config))  # type: ignore[no-any-return]
 
-    def list(self, config: RunnableConfig | None, *,
-             filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
-             before: RunnableConfig | None = None, limit: int | None = None,
-             ) -> Iterator[CheckpointTuple]:
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
         yield from self._sync(self._list_plan(config, filter, before, limit))
 
-    async def alist(self, config: RunnableConfig | None, *,
-                    filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
-                    before: RunnableConfig | None = None, limit: int | None = None,
-                    ) -> AsyncIterator[CheckpointTuple]:
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
         for item in await self._async(self._list_plan(config, filter, before, limit)):
             yield item
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         return self._sync(self._put_plan(config, checkpoint, metadata))  # type: ignore[no-any-return]
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
-                   metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         return await self._async(self._put_plan(config, checkpoint, metadata))  # type: ignore[no-any-return]
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                   task_id: str, task_path: str = "") -> None:
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
         self._sync(self._writes_plan(config, writes, task_id, task_path))
 
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                          task_id: str, task_path: str = "") -> None:
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
         await self._async(self._writes_plan(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
@@ -445,12 +510,18 @@ class MemvaultSaver(BaseCheckpointSaver[int]):
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self._async(self._forget_runs_plan(run_ids))
 
-    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str],
-                                  ) -> Mapping[str, DeltaChannelHistory]:
+    def get_delta_channel_history(
+        self,
+        *,
+        config: RunnableConfig,
+        channels: Sequence[str],
+    ) -> Mapping[str, DeltaChannelHistory]:
         return self._sync(self._delta_plan(config, channels))  # type: ignore[no-any-return]
 
-    async def aget_delta_channel_history(self, *, config: RunnableConfig,
-                                         channels: Sequence[str],
-                                         ) -> Mapping[str, DeltaChannelHistory]:
+    async def aget_delta_channel_history(
+        self,
+        *,
+        config: RunnableConfig,
+        channels: Sequence[str],
+    ) -> Mapping[str, DeltaChannelHistory]:
         return await self._async(self._delta_plan(config, channels))  # type: ignore[no-any-return]
-

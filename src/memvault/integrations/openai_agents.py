@@ -161,18 +161,25 @@ class MemvaultSession:
         self._session = self._store.session(session_id)
         self.session_id: str = self._session.id
         self.session_settings: SessionSettings | None = (
-            coerce_session_settings(session_settings) if session_settings is not None
+            coerce_session_settings(session_settings)
+            if session_settings is not None
             else SessionSettings()
         )
         self._compaction_client = compaction_client
         self.compaction_model = compaction_model
         self.should_trigger_compaction = (
-            should_trigger_compaction or default_should_trigger_compaction)
+            should_trigger_compaction or default_should_trigger_compaction
+        )
 
     @classmethod
-    def from_conn_string(cls, session_id: str, url: str | None = None, *,
-                         session_settings: SessionSettings | dict[str, Any] | None = None,
-                         **options: Any) -> Opener[MemvaultSession]:
+    def from_conn_string(
+        cls,
+        session_id: str,
+        url: str | None = None,
+        *,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        **options: Any,
+    ) -> Opener[MemvaultSession]:
         """A session on memvault URL ``url``, as an async context manager.
 
         ``async with MemvaultSession.from_conn_string(id, url) as session`` opens an
@@ -181,10 +188,13 @@ class MemvaultSession:
         compaction settings are the constructor's. See
         :mod:`memvault.integrations._opener`.
         """
+
         def build(store: Store | None, async_store: AsyncStore | None) -> MemvaultSession:
             if async_store is None:
-                raise ConfigurationError("the Agents SDK is async: use `async with "
-                                         "MemvaultSession.from_conn_string(...)`")
+                raise ConfigurationError(
+                    "the Agents SDK is async: use `async with "
+                    "MemvaultSession.from_conn_string(...)`"
+                )
             return cls(session_id, async_store=async_store, session_settings=session_settings)
 
         return Opener(build, url, options)
@@ -269,15 +279,20 @@ class MemvaultSession:
         messages = await self._session.history()
         items = _expand(messages)
         response_id = args.get("response_id")
-        mode = _compaction_mode(args.get("compaction_mode", "auto"), response_id,
-                                args.get("store"))
+        mode = _compaction_mode(args.get("compaction_mode", "auto"), response_id, args.get("store"))
         if mode == "previous_response_id" and not response_id:
             raise ValueError("previous_response_id compaction needs a response_id")
-        context = {"response_id": response_id, "compaction_mode": mode,
-                   "compaction_candidate_items": select_compaction_candidate_items(items),
-                   "session_items": items}
-        if not messages or _whole_tool_groups(items, calls_too=True) != items or not (
-                args.get("force", False) or self.should_trigger_compaction(context)):
+        context = {
+            "response_id": response_id,
+            "compaction_mode": mode,
+            "compaction_candidate_items": select_compaction_candidate_items(items),
+            "session_items": items,
+        }
+        if (
+            not messages
+            or _whole_tool_groups(items, calls_too=True) != items
+            or not (args.get("force", False) or self.should_trigger_compaction(context))
+        ):
             return
         request: dict[str, Any] = {"model": self.compaction_model}
         if mode == "previous_response_id":
@@ -285,12 +300,16 @@ class MemvaultSession:
         else:
             request["input"] = items
         compacted = await self._client().responses.compact(**request)
-        output = [exact_json(i if isinstance(i, Mapping)
-                             else i.model_dump(exclude_unset=True, warnings=False),
-                             f"compacted item {n}")
-                  for n, i in enumerate(compacted.output or [])]
-        summary = Message.system(f"compaction of {len(items)} items",
-                                 metadata={COMPACTION_KEY: output})
+        output = [
+            exact_json(
+                i if isinstance(i, Mapping) else i.model_dump(exclude_unset=True, warnings=False),
+                f"compacted item {n}",
+            )
+            for n, i in enumerate(compacted.output or [])
+        ]
+        summary = Message.system(
+            f"compaction of {len(items)} items", metadata={COMPACTION_KEY: output}
+        )
         await self._session.summarize(summary, through=messages[-1].id)
 
     def _client(self) -> Any:
@@ -328,13 +347,18 @@ class MemvaultSession:
     async def __aenter__(self) -> MemvaultSession:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.close()
 
 
-def _compaction_mode(requested: str, response_id: str | None,
-                     store: bool | None) -> Literal["previous_response_id", "input"]:
+def _compaction_mode(
+    requested: str, response_id: str | None, store: bool | None
+) -> Literal["previous_response_id", "input"]:
     """The SDK's resolution of "auto": the response chain when there is a stored one."""
     if requested in ("previous_response_id", "input"):
         return cast(Literal["previous_response_id", "input"], requested)
@@ -353,10 +377,12 @@ def _expand(messages: list[Message]) -> list[TResponseInputItem]:
     return [item for m in messages for item in _items_of(m)]
 
 
-def _whole_tool_groups(items: list[TResponseInputItem], *,
-                       calls_too: bool = False) -> list[TResponseInputItem]:
+def _whole_tool_groups(
+    items: list[TResponseInputItem], *, calls_too: bool = False
+) -> list[TResponseInputItem]:
     """``items`` without the tool outputs whose call is not among them (and, with
     ``calls_too``, without the calls whose output is not)."""
+
     def call_id(item: Any) -> tuple[bool, Any] | None:
         kind = item.get("type") if isinstance(item, Mapping) else None
         if not isinstance(kind, str) or not isinstance(item.get("call_id"), str):
@@ -365,8 +391,11 @@ def _whole_tool_groups(items: list[TResponseInputItem], *,
 
     keys = [call_id(i) for i in items]
     present = {k for k in keys if k is not None}
-    return [i for i, k in zip(items, keys, strict=True)
-            if k is None or (not k[0] and not calls_too) or (not k[0], k[1]) in present]
+    return [
+        i
+        for i, k in zip(items, keys, strict=True)
+        if k is None or (not k[0] and not calls_too) or (not k[0], k[1]) in present
+    ]
 
 
 def _payload(item: object, index: int) -> dict[str, Any]:
@@ -398,8 +427,11 @@ def to_message(item: dict[str, Any], message_id: str) -> Message:
         fields = {"role": "assistant", "content": None, "tool_calls": (call,)}
     elif isinstance(kind, str) and kind.endswith("_output"):
         call_id = item.get("call_id")
-        fields = {"role": "tool", "content": text_of(item.get("output")),
-                  "tool_call_id": call_id if isinstance(call_id, str) else None}
+        fields = {
+            "role": "tool",
+            "content": text_of(item.get("output")),
+            "tool_call_id": call_id if isinstance(call_id, str) else None,
+        }
     else:
         fields = {"role": "assistant", "content": ""}
     return Message(id=message_id, metadata={ITEM_KEY: item}, **fields)
@@ -412,8 +444,11 @@ def to_item(message: Message) -> TResponseInputItem:
         return cast(TResponseInputItem, stored)
     item: dict[str, Any]
     if message.role == "tool":
-        item = {"type": "function_call_output", "call_id": message.tool_call_id or "",
-                "output": message.content if message.content is not None else ""}
+        item = {
+            "type": "function_call_output",
+            "call_id": message.tool_call_id or "",
+            "output": message.content if message.content is not None else "",
+        }
     elif message.tool_calls:
         if len(message.tool_calls) != 1 or message.content:
             raise UnsupportedMessageError(
@@ -421,8 +456,12 @@ def to_item(message: Message) -> TResponseInputItem:
                 message,
             )
         call = message.tool_calls[0]
-        item = {"type": "function_call", "call_id": call.id, "name": call.name,
-                "arguments": call.arguments}
+        item = {
+            "type": "function_call",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        }
     else:
         item = {"role": message.role, "content": message.content}
     return cast(TResponseInputItem, item)

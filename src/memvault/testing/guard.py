@@ -24,14 +24,19 @@ _CONTRACT_MODULES = "memvault.testing."
 
 def _is_contract(cls: type) -> bool:
     # By name, not identity: a re-imported contract module must still count.
-    return any(k.__name__ == "ContractBase" and k.__module__ == "memvault.testing.contract.base"
-               for k in cls.__mro__)
+    return any(
+        k.__name__ == "ContractBase" and k.__module__ == "memvault.testing.contract.base"
+        for k in cls.__mro__
+    )
 
 
 def is_contract_subclass(cls: object) -> bool:
     """True for a user's (or our tests') class built on a contract part."""
-    return (inspect.isclass(cls) and _is_contract(cls)
-            and not cls.__module__.startswith(_CONTRACT_MODULES))
+    return (
+        inspect.isclass(cls)
+        and _is_contract(cls)
+        and not cls.__module__.startswith(_CONTRACT_MODULES)
+    )
 
 
 def contract_tests(cls: type) -> dict[str, Any]:
@@ -92,7 +97,8 @@ class ContractGuard(pytest.Item):
                 f"{owner} does not run the whole memvault contract:\n  "
                 + "\n  ".join(self.problems)
                 + "\nA test the backend cannot pass must stay, marked "
-                "@pytest.mark.xfail(reason='why').")
+                "@pytest.mark.xfail(reason='why')."
+            )
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> str:
         if isinstance(excinfo.value, ContractGuardError):
@@ -113,7 +119,10 @@ def add_guards(items: list[pytest.Item]) -> None:
     for parent, indexes in sorted(groups.items(), key=lambda g: -g[1][-1]):
         names = {getattr(items[i], "originalname", items[i].name) for i in indexes}
         guard = ContractGuard.from_parent(
-            parent, name=GUARD_NAME, problems=violations(parent.obj, names))  # type: ignore[attr-defined]
+            parent,
+            name=GUARD_NAME,
+            problems=violations(parent.obj, names),  # type: ignore[attr-defined]
+        )
         items.insert(indexes[-1] + 1, guard)
 
 

@@ -30,20 +30,24 @@ SEED_MARKER = "memvault_seed"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("memvault", "memvault testing toolkit")
     group.addoption(
-        "--memvault-url", dest="memvault_url", default=None,
+        "--memvault-url",
+        dest="memvault_url",
+        default=None,
         help="store URL for memvault_store / seeded_store (JSONL seeds); "
-             "default: a fresh SQLite file per test")
-    parser.addini("memvault_url", "default store URL for memvault_store / seeded_store",
-                  default="")
-    parser.addini("memvault_seed", "default baseline for seeded_store (.jsonl, .db, .sqlite)",
-                  default="")
+        "default: a fresh SQLite file per test",
+    )
+    parser.addini("memvault_url", "default store URL for memvault_store / seeded_store", default="")
+    parser.addini(
+        "memvault_seed", "default baseline for seeded_store (.jsonl, .db, .sqlite)", default=""
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{SEED_MARKER}(path): the baseline store seeded_store starts from "
-        "(a SQLite file, or a memvault JSONL export); relative to the test's file")
+        "(a SQLite file, or a memvault JSONL export); relative to the test's file",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -88,8 +92,10 @@ def seeded_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any
     from memvault.testing.seeds import open_seeded, seed_path
 
     marker = request.node.get_closest_marker(SEED_MARKER)
-    path = seed_path(marker.args[0] if marker and marker.args else
-                     str(request.config.getini("memvault_seed")), request.path.parent)
+    path = seed_path(
+        marker.args[0] if marker and marker.args else str(request.config.getini("memvault_seed")),
+        request.path.parent,
+    )
     url = request.getfixturevalue("memvault_url") if path.suffix == ".jsonl" else None
     store = open_seeded(path, tmp_path, url)
     try:

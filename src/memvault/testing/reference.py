@@ -37,8 +37,17 @@ WRITER = "model"
 _texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 _slots = st.integers(0, 7)
 _names = st.sampled_from(["cp1", "cp2", "cp3"])
-_targets = st.sampled_from(["cp1", "cp2", "cp3", "nope", "auto:pre-rollback@v1",
-                            "auto:pre-rollback@v2", "auto:pre-rollback@v4"])
+_targets = st.sampled_from(
+    [
+        "cp1",
+        "cp2",
+        "cp3",
+        "nope",
+        "auto:pre-rollback@v1",
+        "auto:pre-rollback@v2",
+        "auto:pre-rollback@v4",
+    ]
+)
 
 
 def _outcome(call: Callable[[], Any]) -> Any:
@@ -49,8 +58,16 @@ def _outcome(call: Callable[[], Any]) -> Any:
     except Exception as exc:
         return ("raised", type(exc).__name__)
     if isinstance(result, Snapshot):
-        return (result.name, result.head, result.base, result.version, result.length,
-                result.auto, result.summary, result.through)
+        return (
+            result.name,
+            result.head,
+            result.base,
+            result.version,
+            result.length,
+            result.auto,
+            result.summary,
+            result.through,
+        )
     if isinstance(result, (int, Message, list)) or result is None:
         return result
     return "a session handle"  # fork's result: Session, AsyncSession or its proxy
@@ -85,19 +102,26 @@ class StoreModel(RuleBasedStateMachine):
         return real
 
     def _append(self, slot: int, texts: list[str], expect: int | None) -> None:
-        batch = [Message(role="user" if i % 2 == 0 else "assistant", content=t)
-                 for i, t in enumerate(texts)]
+        batch = [
+            Message(role="user" if i % 2 == 0 else "assistant", content=t)
+            for i, t in enumerate(texts)
+        ]
         self.batches.append(batch)
         sid = self._sid(slot)
-        self.both(f"append {len(batch)} to {sid} (expect_version={expect})",
-                  lambda st_: st_.session(sid).append(batch, expect_version=expect))
+        self.both(
+            f"append {len(batch)} to {sid} (expect_version={expect})",
+            lambda st_: st_.session(sid).append(batch, expect_version=expect),
+        )
 
     @rule(slot=_slots, text=_texts)
     def append_one(self, slot: int, text: str) -> None:
         self._append(slot, [text], None)
 
-    @rule(slot=_slots, texts=st.lists(_texts, min_size=2, max_size=4),
-          expect=st.none() | st.integers(0, 6))
+    @rule(
+        slot=_slots,
+        texts=st.lists(_texts, min_size=2, max_size=4),
+        expect=st.none() | st.integers(0, 6),
+    )
     def append_batch(self, slot: int, texts: list[str], expect: int | None) -> None:
         self._append(slot, texts, expect)
 
@@ -111,10 +135,14 @@ class StoreModel(RuleBasedStateMachine):
         sid = self._sid(slot)
         self.both(f"retry into {sid}", lambda st_: st_.session(sid).append(batch))
 
-    @rule(slot=_slots, pick=st.integers(0, 50), bogus=st.booleans(), again=st.booleans(),
-          expect=st.none() | st.integers(0, 6))
-    def summarize(self, slot: int, pick: int, bogus: bool, again: bool,
-                  expect: int | None) -> None:
+    @rule(
+        slot=_slots,
+        pick=st.integers(0, 50),
+        bogus=st.booleans(),
+        again=st.booleans(),
+        expect=st.none() | st.integers(0, 6),
+    )
+    def summarize(self, slot: int, pick: int, bogus: bool, again: bool, expect: int | None) -> None:
         """A summary through a message of the full view (or an unknown id), new or a
         retry of an earlier one; appends may retry it later as a stored id."""
         sid = self._sid(slot)
@@ -126,9 +154,10 @@ class StoreModel(RuleBasedStateMachine):
         else:
             summary = Message.system(f"summary {len(self.batches)}")
             self.batches.append([summary])
-        self.both(f"summarize {sid} through {through} (expect_version={expect})",
-                  lambda st_: st_.session(sid).summarize(summary, through=through,
-                                                         expect_version=expect))
+        self.both(
+            f"summarize {sid} through {through} (expect_version={expect})",
+            lambda st_: st_.session(sid).summarize(summary, through=through, expect_version=expect),
+        )
 
     @rule(slot=_slots)
     def pop(self, slot: int) -> None:
@@ -159,8 +188,9 @@ class StoreModel(RuleBasedStateMachine):
     def fork(self, slot: int, at: str | None, existing: bool) -> None:
         sid = self._sid(slot)
         new = self._sid(slot + 1) if existing else f"{self.prefix}f{len(self.sids)}"
-        done = self.both(f"fork {sid} into {new} at {at}",
-                         lambda st_: st_.session(sid).fork(new, at=at))
+        done = self.both(
+            f"fork {sid} into {new} at {at}", lambda st_: st_.session(sid).fork(new, at=at)
+        )
         if not existing and not isinstance(done, tuple):
             self.sids.append(new)
 
@@ -174,6 +204,7 @@ class StoreModel(RuleBasedStateMachine):
         """compact (its stats are not compared: the store under test may hold other
         examples' sessions), then every version of every session read back on both:
         compact deleted nothing a pointer or kept event reaches."""
+
         def compact(st_: Any) -> None:
             st_.compact(keep_events=keep)
 
@@ -181,8 +212,10 @@ class StoreModel(RuleBasedStateMachine):
         for sid in self.sids:
             top = max((e.version for e in self.ref.session(sid).log()), default=0)
             for version in range(top + 1):
-                self.both(f"history of {sid} at version {version} after compact",
-                          functools.partial(_ids_at, sid, version))
+                self.both(
+                    f"history of {sid} at version {version} after compact",
+                    functools.partial(_ids_at, sid, version),
+                )
 
     @precondition(lambda self: self.reopen_allowed)
     @rule()
@@ -197,8 +230,9 @@ class StoreModel(RuleBasedStateMachine):
             return sid.startswith(self.prefix)
 
         real, ref = dump_state(self.real, mine), dump_state(self.ref, mine)
-        assert real == ref, "the backend's state differs from the reference:\n" + \
-            "\n".join(diff_states(ref, real))
+        assert real == ref, "the backend's state differs from the reference:\n" + "\n".join(
+            diff_states(ref, real)
+        )
 
     def teardown(self) -> None:
         self.real.close()
@@ -215,15 +249,24 @@ def model_machine(opener: Opener, *, reopen: bool = False) -> type[StoreModel]:
     return type("StoreModelFor", (StoreModel,), {"opener": opener, "reopen_allowed": reopen})
 
 
-def check_against_model(opener: Opener, *, reopen: bool = False, max_examples: int = 20,
-                        steps: int = 20) -> None:
+def check_against_model(
+    opener: Opener, *, reopen: bool = False, max_examples: int = 20, steps: int = 20
+) -> None:
     """Run the model-based test against ``opener``'s store; raises on a disagreement
     (Hypothesis shrinks it to a minimal sequence of steps first)."""
     # derandomize, no example database: the same sequences on every run and machine,
     # so a certification run (and CI) passes or fails the same way each time.
-    run_state_machine_as_test(model_machine(opener, reopen=reopen), settings=settings(
-        max_examples=max_examples, stateful_step_count=steps, deadline=None,
-        suppress_health_check=list(HealthCheck), derandomize=True, database=None))
+    run_state_machine_as_test(
+        model_machine(opener, reopen=reopen),
+        settings=settings(
+            max_examples=max_examples,
+            stateful_step_count=steps,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+            database=None,
+        ),
+    )
 
 
 __all__ = ["StoreModel", "check_against_model", "model_machine"]

@@ -19,15 +19,19 @@ SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 def seed_path(name: str, base_dir: Path) -> Path:
     """The baseline ``name`` (absolute, or relative to ``base_dir``); it must exist."""
     if not name:
-        raise FileNotFoundError("seeded_store needs a baseline: @pytest.mark.memvault_seed"
-                                "('path') or the ini option memvault_seed")
+        raise FileNotFoundError(
+            "seeded_store needs a baseline: @pytest.mark.memvault_seed"
+            "('path') or the ini option memvault_seed"
+        )
     path = Path(name)
     path = path if path.is_absolute() else base_dir / path
     if not path.is_file():
         raise FileNotFoundError(f"baseline {path} does not exist")
     if path.suffix not in (*SQLITE_SUFFIXES, ".jsonl"):
-        raise ValueError(f"baseline {path}: expected a .jsonl export or a SQLite file "
-                         f"({', '.join(SQLITE_SUFFIXES)})")
+        raise ValueError(
+            f"baseline {path}: expected a .jsonl export or a SQLite file "
+            f"({', '.join(SQLITE_SUFFIXES)})"
+        )
     return path
 
 

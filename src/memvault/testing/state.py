@@ -64,8 +64,15 @@ def _message(m: Message, ph: _Placeholders) -> dict[str, Any]:
 
 
 def _snapshot(s: Snapshot) -> dict[str, Any]:
-    out = {"name": s.name, "version": s.version, "length": s.length, "head": s.head,
-           "base": s.base, "auto": s.auto, "created_at": TIME}
+    out = {
+        "name": s.name,
+        "version": s.version,
+        "length": s.length,
+        "head": s.head,
+        "base": s.base,
+        "auto": s.auto,
+        "created_at": TIME,
+    }
     if s.summary:
         out["summary"] = [s.summary, s.through]
     return out
@@ -73,9 +80,15 @@ def _snapshot(s: Snapshot) -> dict[str, Any]:
 
 def _event(e: Event, ph: _Placeholders) -> dict[str, Any]:
     detail = {k: ph.msg_id(v) for k, v in sorted(e.detail.items())}
-    return {"version": e.version, "op": e.op, "writer": ph.writer(e.writer), "at": TIME,
-            "head": [e.head_before, e.head_after], "base": [e.base_before, e.base_after],
-            "detail": detail}
+    return {
+        "version": e.version,
+        "op": e.op,
+        "writer": ph.writer(e.writer),
+        "at": TIME,
+        "head": [e.head_before, e.head_after],
+        "base": [e.base_before, e.base_after],
+        "detail": detail,
+    }
 
 
 def canonical_state(raw: dict[str, Raw]) -> State:
@@ -98,8 +111,9 @@ def canonical_state(raw: dict[str, Raw]) -> State:
     return {"format": FORMAT, "sessions": sessions}
 
 
-def _selected(ids: Iterable[str], sessions: Iterable[str] | Callable[[str], bool] | None
-              ) -> list[str]:
+def _selected(
+    ids: Iterable[str], sessions: Iterable[str] | Callable[[str], bool] | None
+) -> list[str]:
     if sessions is None:
         return list(ids)
     if callable(sessions):
@@ -107,8 +121,7 @@ def _selected(ids: Iterable[str], sessions: Iterable[str] | Callable[[str], bool
     return list(sessions)
 
 
-def dump_state(store: Any, sessions: Iterable[str] | Callable[[str], bool] | None = None
-               ) -> State:
+def dump_state(store: Any, sessions: Iterable[str] | Callable[[str], bool] | None = None) -> State:
     """The logical state of a sync store (or of the contract's blocking async proxy).
 
     Args:
@@ -123,21 +136,31 @@ def dump_state(store: Any, sessions: Iterable[str] | Callable[[str], bool] | Non
     for sid in _selected(store.sessions(), sessions):
         s = store.session(sid)
         info = s.info()
-        raw[sid] = (info, s.history(), s.snapshots(), s.log(),
-                    s.history(full=True) if info and info.summarized else [])
+        raw[sid] = (
+            info,
+            s.history(),
+            s.snapshots(),
+            s.log(),
+            s.history(full=True) if info and info.summarized else [],
+        )
     return canonical_state(raw)
 
 
-async def dump_state_async(store: Any,
-                           sessions: Iterable[str] | Callable[[str], bool] | None = None
-                           ) -> State:
+async def dump_state_async(
+    store: Any, sessions: Iterable[str] | Callable[[str], bool] | None = None
+) -> State:
     """:func:`dump_state` for a :class:`memvault.AsyncStore`."""
     raw: dict[str, Raw] = {}
     for sid in _selected(await store.sessions(), sessions):
         s = store.session(sid)
         info = await s.info()
-        raw[sid] = (info, await s.history(), await s.snapshots(), await s.log(),
-                    await s.history(full=True) if info and info.summarized else [])
+        raw[sid] = (
+            info,
+            await s.history(),
+            await s.snapshots(),
+            await s.log(),
+            await s.history(full=True) if info and info.summarized else [],
+        )
     return canonical_state(raw)
 
 
@@ -148,8 +171,7 @@ def render_state(state: State) -> str:
     """The dump as stable, readable JSON text (what baselines store); number pairs
     such as ``"head": [0, 2]`` stay on one line."""
     text = json.dumps(state, indent=2, ensure_ascii=False)
-    return _NUMBERS.sub(lambda m: "[" + ", ".join(re.split(r",\s*", m.group(1))) + "]",
-                        text) + "\n"
+    return _NUMBERS.sub(lambda m: "[" + ", ".join(re.split(r",\s*", m.group(1))) + "]", text) + "\n"
 
 
 def _short(item: dict[str, Any]) -> str:
@@ -167,8 +189,10 @@ def _changed(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 
 def _diff_list(where: str, what: str, old: list[Any], new: list[Any]) -> list[str]:
-    keys = ([json.dumps(x, sort_keys=True) for x in old],
-            [json.dumps(x, sort_keys=True) for x in new])
+    keys = (
+        [json.dumps(x, sort_keys=True) for x in old],
+        [json.dumps(x, sort_keys=True) for x in new],
+    )
     out: list[str] = []
     matcher = difflib.SequenceMatcher(a=keys[0], b=keys[1], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -176,17 +200,27 @@ def _diff_list(where: str, what: str, old: list[Any], new: list[Any]) -> list[st
             continue
         olds, news = list(range(i1, i2)), list(range(j1, j2))
         # Pair items that keep their id (changed), else those at the same offset.
-        pairs = [(i, j) for i in olds for j in news if "id" in old[i]
-                 and old[i].get("id") == new[j].get("id")]
+        pairs = [
+            (i, j)
+            for i in olds
+            for j in news
+            if "id" in old[i] and old[i].get("id") == new[j].get("id")
+        ]
         if not pairs and len(olds) == len(news):
             pairs = list(zip(olds, news, strict=True))
         paired_old, paired_new = {i for i, _ in pairs}, {j for _, j in pairs}
-        out += [f"{where}: changed {what} {i + 1} ({_short(old[i])}): "
-                f"{_changed(old[i], new[j])}" for i, j in pairs]
-        out += [f"{where}: missing {what} {i + 1} ({_short(old[i])})"
-                for i in olds if i not in paired_old]
-        out += [f"{where}: extra {what} {j + 1} ({_short(new[j])})"
-                for j in news if j not in paired_new]
+        out += [
+            f"{where}: changed {what} {i + 1} ({_short(old[i])}): {_changed(old[i], new[j])}"
+            for i, j in pairs
+        ]
+        out += [
+            f"{where}: missing {what} {i + 1} ({_short(old[i])})"
+            for i in olds
+            if i not in paired_old
+        ]
+        out += [
+            f"{where}: extra {what} {j + 1} ({_short(new[j])})" for j in news if j not in paired_new
+        ]
     return out
 
 
@@ -213,8 +247,9 @@ def diff_states(expected: State, actual: State) -> list[str]:
             out.append(f"{where}: extra snapshot {name!r}")
         for name in sorted(snaps_a.keys() & snaps_b.keys()):
             if snaps_a[name] != snaps_b[name]:
-                out.append(f"{where}: changed snapshot {name!r}: "
-                           f"{_changed(snaps_a[name], snaps_b[name])}")
+                out.append(
+                    f"{where}: changed snapshot {name!r}: {_changed(snaps_a[name], snaps_b[name])}"
+                )
         if len(out) == start and list(snaps_a) != list(snaps_b):
             out.append(f"{where}: snapshots in another order: {list(snaps_a)} -> {list(snaps_b)}")
         out += _diff_list(f"{where} log", "event", a["log"], b["log"])

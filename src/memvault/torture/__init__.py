@@ -27,5 +27,14 @@ Settings = TortureSettings
 """The former name of :class:`TortureSettings` (one of three ``Settings``), kept so
 code importing it keeps working."""
 
-__all__ = ["Settings", "Status", "TortureReport", "TortureSettings", "audit_history",
-           "audit_records", "cleanup", "register", "run_torture"]
+__all__ = [
+    "Settings",
+    "Status",
+    "TortureReport",
+    "TortureSettings",
+    "audit_history",
+    "audit_records",
+    "cleanup",
+    "register",
+    "run_torture",
+]

@@ -135,15 +135,18 @@ class _Session:
                 parent = before[0]
                 for node in new:
                     if not self.tree.add(node, parent):
-                        self.flag("unlogged", f"{where}: node {node} exists, or its parent "
-                                              f"does not")
+                        self.flag(
+                            "unlogged", f"{where}: node {node} exists, or its parent does not"
+                        )
                     parent = node
                 next_node += len(new)
                 self.appended[ev["version"]] = new
             elif op == "pop":
                 head = before[0]
-                if self.tree.depth.get(head, 0) <= before[1] \
-                        or after != (self.tree.parent[head], before[1]):
+                if self.tree.depth.get(head, 0) <= before[1] or after != (
+                    self.tree.parent[head],
+                    before[1],
+                ):
                     self.flag("unlogged", f"{where}: {before} -> {after} is not a pop")
                 else:
                     self.popped[head] = detail.get("message_id", "")
@@ -161,7 +164,8 @@ class _Session:
                 if after != before:
                     self.flag("unlogged", f"{where} moved the history {before} -> {after}")
                 self.snap_events.setdefault(detail.get("name", ""), []).append(
-                    (ev["version"], before))
+                    (ev["version"], before)
+                )
             else:
                 self.flag("unlogged", f"{where}: an operation torture never makes")
             version, state = ev["version"], after
@@ -172,17 +176,20 @@ class _Session:
     def observe(self, node: int, msg: Record, source: str) -> None:
         prev = self.seen.setdefault(node, (msg, source))
         if prev[0]["id"] != msg["id"]:
-            self.flag("misplaced", f"node {node}: {prev[0]['id']} in {prev[1]}, "
-                                   f"{msg['id']} in {source}")
+            self.flag(
+                "misplaced", f"node {node}: {prev[0]['id']} in {prev[1]}, {msg['id']} in {source}"
+            )
         elif prev[0] != msg:
             self.flag("corrupted", f"{msg['id']} reads differently in {prev[1]} and {source}")
 
-    def read_chain(self, state: State, messages: list[Record], source: str,
-                   finding: str) -> None:
+    def read_chain(self, state: State, messages: list[Record], source: str, finding: str) -> None:
         chain = self.tree.chain(*state)
         if chain is None or len(chain) != len(messages):
-            self.flag(finding, f"{source} holds {len(messages)} messages; the log accounts "
-                               f"for {'none' if chain is None else len(chain)} at {state}")
+            self.flag(
+                finding,
+                f"{source} holds {len(messages)} messages; the log accounts "
+                f"for {'none' if chain is None else len(chain)} at {state}",
+            )
             return
         for node, msg in zip(chain, messages, strict=True):
             self.observe(node, msg, source)
@@ -191,8 +198,10 @@ class _Session:
         for name, snap in snaps.items():
             point = (snap["head"], snap["base"])
             if "messages" not in snap:
-                self.flag("corrupted" if snap.get("corrupt") else "unverified",
-                          f"snapshot {name!r}: {snap.get('error')}")
+                self.flag(
+                    "corrupted" if snap.get("corrupt") else "unverified",
+                    f"snapshot {name!r}: {snap.get('error')}",
+                )
             else:
                 self.read_chain(point, snap["messages"], f"snapshot {name!r}", "snapshot_drift")
             if name in self.rollbacks:
@@ -203,8 +212,11 @@ class _Session:
             if len(made) != 1 or not kind_ok:
                 self.flag("unlogged", f"snapshot {name!r} was made by {len(made)} events")
             elif (snap["version"], point) != (want := made[0]):
-                self.flag("snapshot_drift", f"snapshot {name!r} is v{snap['version']} at "
-                                            f"{point}; it was taken as v{want[0]} at {want[1]}")
+                self.flag(
+                    "snapshot_drift",
+                    f"snapshot {name!r} is v{snap['version']} at "
+                    f"{point}; it was taken as v{want[0]} at {want[1]}",
+                )
         for name in [*self.snap_events, *self.rollbacks]:
             if name not in snaps:
                 self.flag("snapshot_drift", f"snapshot {name!r} was logged and is gone")
@@ -213,21 +225,25 @@ class _Session:
                 self.flag("unlogged", f"rollback v{version} saved {saved!r}")
             target = snaps.get(to)
             if target is not None and after != (target["head"], target["base"]):
-                self.flag("unlogged", f"rollback v{version} to {to!r} landed on {after}, not on "
-                                      f"{(target['head'], target['base'])}")
+                self.flag(
+                    "unlogged",
+                    f"rollback v{version} to {to!r} landed on {after}, not on "
+                    f"{(target['head'], target['base'])}",
+                )
 
     def check_past(self, past: list[Record]) -> None:
         """The histories read as they were at a version (before a pop, trim or clear)."""
         for read in past:
             source = f"history(at_version={read['version']})"
             if "messages" not in read:
-                self.flag("corrupted" if read.get("corrupt") else "unverified",
-                          f"{source}: {read.get('error')}")
+                self.flag(
+                    "corrupted" if read.get("corrupt") else "unverified",
+                    f"{source}: {read.get('error')}",
+                )
             elif read["version"] not in self.at:
                 self.flag("unlogged", f"{source} was read; no event has that version")
             else:
-                self.read_chain(self.at[read["version"]], read["messages"], source,
-                                "unlogged")
+                self.read_chain(self.at[read["version"]], read["messages"], source, "unlogged")
 
     def check_calls(self, snaps: dict[str, Record]) -> None:
         calls = {(r["w"], r["n"]): r for r in self.records if r["e"] == "call"}
@@ -245,15 +261,20 @@ class _Session:
                 snap = snaps.get(done["name"])
                 fields = ("head", "base", "version", "length")
                 if snap is None or any(snap[f] != done[f] for f in fields):
-                    self.flag("snapshot_drift", f"{done['name']!r} as {who} was told: "
-                                                f"{[done[f] for f in fields]}, now: "
-                                                f"{snap and [snap[f] for f in fields]}")
-                if kind == "rollback" and self.rollbacks.get(done["name"], (0, 0, 0, ""))[3] \
-                        != call.get("arg"):
+                    self.flag(
+                        "snapshot_drift",
+                        f"{done['name']!r} as {who} was told: "
+                        f"{[done[f] for f in fields]}, now: "
+                        f"{snap and [snap[f] for f in fields]}",
+                    )
+                if kind == "rollback" and self.rollbacks.get(done["name"], (0, 0, 0, ""))[
+                    3
+                ] != call.get("arg"):
                     self.flag("unlogged", f"{who}'s rollback to {call.get('arg')!r} has no event")
             elif kind == "snapshot" and outcome == "failed" and call.get("arg") in snaps:
-                self.flag("failed_but_present", f"snapshot {call['arg']!r}: {who} was told "
-                                                f"it failed")
+                self.flag(
+                    "failed_but_present", f"snapshot {call['arg']!r}: {who} was told it failed"
+                )
 
     def turns(self) -> dict[tuple[int, int], Record]:
         """One entry per turn: its ids, collapsed outcome, and exact version if known."""
@@ -268,8 +289,9 @@ class _Session:
                 turn["attempts"][-1] = {"outcome": r["e"], "version": r.get("version")}
         for (w, t), turn in turns.items():
             outcomes = [a["outcome"] for a in turn["attempts"]]
-            turn["outcome"] = "ok" if "ok" in outcomes else \
-                "unknown" if "unknown" in outcomes else "failed"
+            turn["outcome"] = (
+                "ok" if "ok" in outcomes else "unknown" if "unknown" in outcomes else "failed"
+            )
             first_ok = outcomes.index("ok") if "ok" in outcomes else -1
             if first_ok >= 0 and "unknown" not in outcomes[:first_ok]:
                 turn["version"] = turn["attempts"][first_ok]["version"]
@@ -284,15 +306,19 @@ class _Session:
                 continue
             nodes = self.appended.get(turn["version"], [])
             if len(nodes) != len(turn["ids"]):
-                self.flag("unlogged", f"w{w}.t{t} was acknowledged as v{turn['version']}; "
-                                      f"no append event of {len(turn['ids'])} messages has it")
+                self.flag(
+                    "unlogged",
+                    f"w{w}.t{t} was acknowledged as v{turn['version']}; "
+                    f"no append event of {len(turn['ids'])} messages has it",
+                )
                 continue
             for node, mid in zip(nodes, turn["ids"], strict=True):
                 expected[node] = mid
                 got = self.seen[node][0]["id"] if node in self.seen else self.popped.get(node)
                 if got not in (None, mid):
-                    self.flag("misplaced", f"node {node}: acknowledged as {mid} "
-                                           f"(w{w}.t{t}), holds {got}")
+                    self.flag(
+                        "misplaced", f"node {node}: acknowledged as {mid} (w{w}.t{t}), holds {got}"
+                    )
         return expected
 
     def regenerate(self, mid: str) -> Record:
@@ -311,8 +337,10 @@ class _Session:
                 continue
             mid = self.popped.get(node) or expected.get(node)
             if node not in self.popped and not self.trimmed:
-                self.flag("unlogged", f"node {node} ({mid}) is neither visible, in a "
-                                      f"snapshot, nor named by a pop")
+                self.flag(
+                    "unlogged",
+                    f"node {node} ({mid}) is neither visible, in a snapshot, nor named by a pop",
+                )
             if mid:
                 self.report.notes["unread"].add(f"s{self.si}: {mid}")
                 out.append((node, self.regenerate(mid)))
@@ -332,8 +360,11 @@ class _Session:
             linked = all(self.tree.parent[b] == a for a, b in itertools.pairwise(nodes))
             state = (nodes[-1], self.tree.depth[nodes[0]] - 1)
             if not linked or state not in self.states:
-                self.flag("phantom_reads", f"{who} read {len(nodes)} messages ending at "
-                                           f"{view['ids'][-1]}: no logged state had them")
+                self.flag(
+                    "phantom_reads",
+                    f"{who} read {len(nodes)} messages ending at "
+                    f"{view['ids'][-1]}: no logged state had them",
+                )
 
     def audit(self, header: Record) -> dict[str, Any]:
         finals = [r for r in self.records if r["e"] in ("state", "final_error")]
@@ -345,9 +376,10 @@ class _Session:
         state = self.replay(final["events"])
         info = final["info"]
         chain = self.tree.chain(*state) or []
-        if (info is None) != (not final["events"]) or \
-                (info and (info["version"], info["length"]) != (
-                    final["events"][-1]["version"], len(chain))):
+        if (info is None) != (not final["events"]) or (
+            info
+            and (info["version"], info["length"]) != (final["events"][-1]["version"], len(chain))
+        ):
             self.flag("unlogged", f"info says {info}; the log ends at {state}")
         self.read_chain(state, final["history"], "the visible history", "unlogged")
         snaps = {s["name"]: s for s in final["snapshots"]}
@@ -357,20 +389,34 @@ class _Session:
         self.check_calls(snaps)
         expected = self.tie_acks(turns)
         stream = self.stream(expected)
-        lost_writes = audit(parse_all([header, *self._turn_records(turns),
-                             *(r for r in self.records if r["e"] == "read_error"),
-                             {"e": "final", "messages": [m for _, m in stream]}]),
-                            checksum)
+        lost_writes = audit(
+            parse_all(
+                [
+                    header,
+                    *self._turn_records(turns),
+                    *(r for r in self.records if r["e"] == "read_error"),
+                    {"e": "final", "messages": [m for _, m in stream]},
+                ]
+            ),
+            checksum,
+        )
         # One model, one name per finding: the lost-write checker's findings that the
         # torture audit reports too (its reads are checked as phantom_reads instead).
-        for group, mine in ((lost_writes.findings, self.report.findings),
-                            (lost_writes.notes, self.report.notes)):
+        for group, mine in (
+            (lost_writes.findings, self.report.findings),
+            (lost_writes.notes, self.report.notes),
+        ):
             for name in sorted(group.keys() & mine.keys()):
                 merge(mine[name], group[name], f"s{self.si}: ")
         self.check_views({m["id"]: node for node, m in stream})
-        return {"session": self.si, "version": info["version"] if info else 0,
-                "messages": len(final["history"]), "snapshots": len(snaps),
-                "events": len(final["events"]), "nodes": len(self.tree.depth) - 1}
+        return {
+            "session": self.si,
+            "version": info["version"] if info else 0,
+            "messages": len(final["history"]),
+            "snapshots": len(snaps),
+            "events": len(final["events"]),
+            "nodes": len(self.tree.depth) - 1,
+        }
 
     @staticmethod
     def _turn_records(turns: dict[tuple[int, int], Record]) -> Iterable[Record]:
@@ -389,8 +435,9 @@ def audit_records(records: list[Record]) -> TortureReport:
     report.exits = sum(1 for r in records if r["e"] == "exit")
     report.server_kills = sum(1 for r in records if r["e"] == "server_kill")
     report.outages = sum(1 for r in records if r["e"] == "outage")
-    report.cuts = {k: v for r in records if r["e"] == "cuts" for k, v in r.items()
-                   if k not in ("e", "outages")}
+    report.cuts = {
+        k: v for r in records if r["e"] == "cuts" for k, v in r.items() if k not in ("e", "outages")
+    }
     count_operations(records, report)
     if not report.operations["append"].ok:
         report.findings["idle"].add("no append was acknowledged: the run checked nothing")

@@ -44,8 +44,7 @@ def _factory(spec: str) -> Any:
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigurationError(f"--factory {spec!r}: {exc} (expected module:callable)") \
-            from exc
+        raise ConfigurationError(f"--factory {spec!r}: {exc} (expected module:callable)") from exc
 
 
 def print_report(report: TortureReport) -> None:
@@ -54,22 +53,32 @@ def print_report(report: TortureReport) -> None:
     for column in ("operation", "calls", "ok", "failed", "unknown", "p50 ms", "p99 ms"):
         ops.add_column(column, justify="left" if column == "operation" else "right")
     for kind, s in report.operations.items():
-        ops.add_row(kind, str(s.calls), str(s.ok), str(s.failed), str(s.unknown),
-                    "-" if s.p50_ms is None else f"{s.p50_ms:.2f}",
-                    "-" if s.p99_ms is None else f"{s.p99_ms:.2f}")
+        ops.add_row(
+            kind,
+            str(s.calls),
+            str(s.ok),
+            str(s.failed),
+            str(s.unknown),
+            "-" if s.p50_ms is None else f"{s.p50_ms:.2f}",
+            "-" if s.p99_ms is None else f"{s.p99_ms:.2f}",
+        )
     out.print(ops)
     acc = Table(title="accounting", title_justify="left")
     for column in ("", "count", "e.g."):
         acc.add_column(column, overflow="fold")
     acc.add_row("operations", str(report.operations_total), "")
-    acc.add_row("kills", str(report.kills),
-                f"+{report.late_kills} at the end" if report.late_kills else "")
+    acc.add_row(
+        "kills", str(report.kills), f"+{report.late_kills} at the end" if report.late_kills else ""
+    )
     acc.add_row("faults injected", str(report.faults), "")
     if report.run.get("server"):
         acc.add_row("server kills", str(report.server_kills), report.run["server"])
         acc.add_row("proxy outages", str(report.outages), "")
-        acc.add_row("connections cut", str(sum(report.cuts.values())),
-                    ", ".join(f"{k} {v}" for k, v in sorted(report.cuts.items())))
+        acc.add_row(
+            "connections cut",
+            str(sum(report.cuts.values())),
+            ", ".join(f"{k} {v}" for k, v in sorted(report.cuts.items())),
+        )
     if report.exits:
         acc.add_row("workers died on their own", str(report.exits), "see the history file")
     for name, finding in report.findings.items():
@@ -78,23 +87,31 @@ def print_report(report: TortureReport) -> None:
     for name, finding in report.notes.items():
         acc.add_row(f"({name})", str(finding.count), "; ".join(finding.samples[:1]))
     out.print(acc)
-    say("(recovered): appends whose outcome was unknown (a fault or a kill) and that landed;"
+    say(
+        "(recovered): appends whose outcome was unknown (a fault or a kill) and that landed;"
         " (unread): messages hidden by a pop whose outcome was unknown, so their content was"
-        " never read back. Both are allowed.")
+        " never read back. Both are allowed."
+    )
 
 
-def _run(opener: Opener, settings: TortureSettings,
-         server: PrivateServer | None) -> TortureReport:
-    columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
-               TextColumn("{task.fields[stats]}"))
+def _run(opener: Opener, settings: TortureSettings, server: PrivateServer | None) -> TortureReport:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[stats]}"),
+    )
     with Progress(*columns, console=err, transient=False) as bar:
         task = bar.add_task("running", total=settings.seconds, stats="")
 
         def show(status: Status) -> None:
-            bar.update(task, completed=min(status.elapsed, settings.seconds),
-                       description=status.phase,
-                       stats=f"{status.calls} calls, {status.kills} kills, "
-                             f"{status.faults} faults, {status.server_faults} server faults")
+            bar.update(
+                task,
+                completed=min(status.elapsed, settings.seconds),
+                description=status.phase,
+                stats=f"{status.calls} calls, {status.kills} kills, "
+                f"{status.faults} faults, {status.server_faults} server faults",
+            )
 
         path = run_torture(opener, settings, show, server)
         bar.update(task, description="auditing")
@@ -105,44 +122,68 @@ def _run(opener: Opener, settings: TortureSettings,
 
 def torture(
     ctx: typer.Context,
-    url: Annotated[str | None, typer.Option(
-        "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db).")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."
+        ),
+    ] = None,
     writers: Annotated[int, typer.Option(min=1, help="Writer processes.")] = 4,
     readers: Annotated[int, typer.Option(min=0, help="Reader processes.")] = 2,
     seconds: Annotated[float, typer.Option(min=0.1, help="How long to run.")] = 30.0,
-    kill_rate: Annotated[float, typer.Option(
-        min=0, help="SIGKILLs per second, on average (0: none).")] = 1.0,
+    kill_rate: Annotated[
+        float, typer.Option(min=0, help="SIGKILLs per second, on average (0: none).")
+    ] = 1.0,
     sessions: Annotated[int, typer.Option(min=1, help="Shared sessions.")] = 3,
-    fault_rate: Annotated[float, typer.Option(
-        min=0, max=1, help="Share of calls given an injected fault.")] = 0.02,
+    fault_rate: Annotated[
+        float, typer.Option(min=0, max=1, help="Share of calls given an injected fault.")
+    ] = 0.02,
     seed: Annotated[int | None, typer.Option(help="Seed, to replay a run's choices.")] = None,
-    json_path: Annotated[Path | None, typer.Option(
-        "--json", help="Write the report as JSON to this file.")] = None,
-    history: Annotated[Path | None, typer.Option(
-        help="Folder for the history file (default: a new temporary folder).")] = None,
-    option: Annotated[list[str] | None, typer.Option(
-        "--option", "-o", help="Backend option KEY=VALUE, repeatable (durability=normal).")
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the report as JSON to this file.")
     ] = None,
-    factory: Annotated[str | None, typer.Option(
-        help="module:callable returning a backend (a third party's); --url is a label.")
+    history: Annotated[
+        Path | None,
+        typer.Option(help="Folder for the history file (default: a new temporary folder)."),
     ] = None,
-    face: Annotated[str, typer.Option(help="API face the workers use: sync or async.")
-                    ] = "sync",
-    keep: Annotated[bool, typer.Option(
-        help="Keep the run's sessions in the store (always kept after a violation).")
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--option", "-o", help="Backend option KEY=VALUE, repeatable (durability=normal)."
+        ),
+    ] = None,
+    factory: Annotated[
+        str | None,
+        typer.Option(
+            help="module:callable returning a backend (a third party's); --url is a label."
+        ),
+    ] = None,
+    face: Annotated[str, typer.Option(help="API face the workers use: sync or async.")] = "sync",
+    keep: Annotated[
+        bool,
+        typer.Option(help="Keep the run's sessions in the store (always kept after a violation)."),
     ] = False,
-    server: Annotated[str | None, typer.Option(
-        help="Start a private server and torture it instead of --url: redis (AOF, "
-             "appendfsync always), postgres (initdb) or redis-cluster (3 primaries). "
-             "Removed at the end.")] = None,
-    server_faults: Annotated[str | None, typer.Option(
-        help="With --server: kill (SIGKILL and restart it), proxy (workers go through a "
-             "proxy that cuts connections), comma-separated, or none.  [default: kill]")
+    server: Annotated[
+        str | None,
+        typer.Option(
+            help="Start a private server and torture it instead of --url: redis (AOF, "
+            "appendfsync always), postgres (initdb) or redis-cluster (3 primaries). "
+            "Removed at the end."
+        ),
     ] = None,
-    server_fault_rate: Annotated[float, typer.Option(
-        min=0, help="Server kills or proxy outages per second, on average.")] = 0.2,
-    cut_rate: Annotated[float, typer.Option(
-        min=0, max=1, help="With proxy faults: share of requests and replies cut.")
+    server_faults: Annotated[
+        str | None,
+        typer.Option(
+            help="With --server: kill (SIGKILL and restart it), proxy (workers go through a "
+            "proxy that cuts connections), comma-separated, or none.  [default: kill]"
+        ),
+    ] = None,
+    server_fault_rate: Annotated[
+        float, typer.Option(min=0, help="Server kills or proxy outages per second, on average.")
+    ] = 0.2,
+    cut_rate: Annotated[
+        float,
+        typer.Option(min=0, max=1, help="With proxy faults: share of requests and replies cut."),
     ] = 0.002,
 ) -> None:
     """Hammer a store with killed and restarted worker processes (and, with --server,
@@ -153,13 +194,24 @@ def torture(
         if face not in ("sync", "async"):
             raise ConfigurationError(f"--face is sync or async, not {face!r}")
         if server_faults is not None and not server:
-            raise ConfigurationError("--server-faults needs --server (a server the torture "
-                                     "starts itself, so it can crash it)")
+            raise ConfigurationError(
+                "--server-faults needs --server (a server the torture "
+                "starts itself, so it can crash it)"
+            )
         faults = tuple(f for f in (server_faults or "kill").split(",") if f and f != "none")
-        settings = TortureSettings(writers, readers, seconds, kill_rate, sessions, fault_rate,
-                                   seed, None if history is None else str(history),
-                                   server_faults=faults if server else (),
-                                   server_fault_rate=server_fault_rate, cut_rate=cut_rate)
+        settings = TortureSettings(
+            writers,
+            readers,
+            seconds,
+            kill_rate,
+            sessions,
+            fault_rate,
+            seed,
+            None if history is None else str(history),
+            server_faults=faults if server else (),
+            server_fault_rate=server_fault_rate,
+            cut_rate=cut_rate,
+        )
         settings.check()
         if server and (url or factory):
             raise ConfigurationError("--server starts its own store: no --url or --factory")
@@ -168,16 +220,30 @@ def torture(
             private = start_server(server)
         # The command's --url, else the app's global --url (its root context's
         # parameter), else $MEMVAULT_URL, else the default.
-        target = private.url if private else url if factory \
+        target = (
+            private.url
+            if private
+            else url
+            if factory
             else resolve(url or ctx.find_root().params.get("url"))
-        opener = Opener(target or "factory", face,  # type: ignore[arg-type]
-                        _options(option or []), _factory(factory) if factory else None)
+        )
+        opener = Opener(
+            target or "factory",
+            face,  # type: ignore[arg-type]
+            _options(option or []),
+            _factory(factory) if factory else None,
+        )
         prepare(opener, settings)
-        say(f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
+        say(
+            f"torture: {redact(opener.url)} for {seconds:g} s, {writers} writers, "
             f"{readers} readers, {sessions} sessions, ~{kill_rate:g} kills/s, "
-            f"fault rate {fault_rate:g}" + (
+            f"fault rate {fault_rate:g}"
+            + (
                 f", server faults {','.join(faults) or 'none'} ~{server_fault_rate:g}/s"
-                if private else ""))
+                if private
+                else ""
+            )
+        )
         report = _run(opener, settings, private)
         if report.ok and not keep and not private:
             cleanup(opener, report.run["sessions"])
@@ -189,10 +255,14 @@ def torture(
             private.close()
     print_report(report)
     if json_path is not None:
-        json_path.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=2),
-                             encoding="utf-8")
-    verdict = "[green]OK[/green]: every acknowledged change is accounted for" if report.ok \
+        json_path.write_text(
+            json.dumps(report.to_dict(), ensure_ascii=False, indent=2), encoding="utf-8"
+        )
+    verdict = (
+        "[green]OK[/green]: every acknowledged change is accounted for"
+        if report.ok
         else f"[red]FAILED[/red]: {sum(f.count for f in report.violations().values())} violations"
+    )
     out.print(f"{verdict} (seed {report.run.get('seed')}; history: {report.history_file})")
     if not report.ok:
         raise typer.Exit(1)

@@ -89,8 +89,9 @@ class CuttingProxy:
             with self._lock:
                 self._open.update((client, server))
             for source, sink, replies in ((client, server, False), (server, client, True)):
-                threading.Thread(target=self._pipe, args=(source, sink, replies),
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._pipe, args=(source, sink, replies), daemon=True
+                ).start()
 
     def _pipe(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
         try:

@@ -9,9 +9,22 @@ from typing import Any
 from memvault.checks.report import MAX_SAMPLES, Finding, Findings
 
 # What each finding means is in memvault.torture.audit's docstring.
-VIOLATIONS = ("lost", "duplicated", "reordered", "torn", "corrupted", "unexpected",
-              "failed_but_present", "misplaced", "snapshot_drift", "unlogged",
-              "phantom_reads", "foreign_errors", "unverified", "idle")
+VIOLATIONS = (
+    "lost",
+    "duplicated",
+    "reordered",
+    "torn",
+    "corrupted",
+    "unexpected",
+    "failed_but_present",
+    "misplaced",
+    "snapshot_drift",
+    "unlogged",
+    "phantom_reads",
+    "foreign_errors",
+    "unverified",
+    "idle",
+)
 NOTES = ("recovered", "unread")
 OPERATIONS = ("append", "read", "snapshot", "pop", "rollback")
 APPEND_RECORDS = ("invoke", "ok", "failed", "unknown")  # the lost-write checker's
@@ -42,7 +55,7 @@ def merge(into: Finding, other: Finding, prefix: str) -> None:
     """Add ``other``'s count and samples (prefixed) to ``into``."""
     into.count += other.count
     room = MAX_SAMPLES - len(into.samples)
-    into.samples += [f"{prefix}{s}" for s in other.samples[:max(0, room)]]
+    into.samples += [f"{prefix}{s}" for s in other.samples[: max(0, room)]]
 
 
 @dataclass
@@ -69,8 +82,7 @@ class TortureReport(Findings):
             ``memvault.torture.audit_history``).
     """
 
-    findings: dict[str, Finding] = field(
-        default_factory=lambda: {k: Finding() for k in VIOLATIONS})
+    findings: dict[str, Finding] = field(default_factory=lambda: {k: Finding() for k in VIOLATIONS})
     notes: dict[str, Finding] = field(default_factory=lambda: {k: Finding() for k in NOTES})
     run: dict[str, Any] = field(default_factory=dict)
     kills: int = 0
@@ -81,7 +93,8 @@ class TortureReport(Findings):
     outages: int = 0
     cuts: dict[str, int] = field(default_factory=dict)
     operations: dict[str, OpStats] = field(
-        default_factory=lambda: {k: OpStats() for k in OPERATIONS})
+        default_factory=lambda: {k: OpStats() for k in OPERATIONS}
+    )
     sessions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -90,8 +103,12 @@ class TortureReport(Findings):
 
     def summary(self) -> str:
         """A paragraph for an assertion message or a terminal."""
-        return self._summary(f"{self.operations_total} calls, {self.kills} kills, "
-                             f"{self.faults} faults; history: {self.history_file}", 3, "; ")
+        return self._summary(
+            f"{self.operations_total} calls, {self.kills} kills, "
+            f"{self.faults} faults; history: {self.history_file}",
+            3,
+            "; ",
+        )
 
 
 def count_operations(records: list[dict[str, Any]], report: TortureReport) -> None:
@@ -105,8 +122,14 @@ def count_operations(records: list[dict[str, Any]], report: TortureReport) -> No
         stats = report.operations[kind]
         if e in ("invoke", "call", "view", "read_error"):
             stats.calls += 1
-        outcome = {"ok": "ok", "failed": "failed", "unknown": "unknown", "view": "ok",
-                   "read_error": "failed", "done": r.get("outcome")}.get(e)
+        outcome = {
+            "ok": "ok",
+            "failed": "failed",
+            "unknown": "unknown",
+            "view": "ok",
+            "read_error": "failed",
+            "done": r.get("outcome"),
+        }.get(e)
         if outcome:
             setattr(stats, outcome, getattr(stats, outcome) + 1)
         if "ms" in r:

@@ -57,11 +57,14 @@ class TortureSettings:
         if self.writers < 1 or self.readers < 0 or self.sessions < 1:
             raise ConfigurationError("torture needs writers >= 1, readers >= 0, sessions >= 1")
         if self.seconds <= 0 or self.kill_rate < 0 or not 0 <= self.fault_rate <= 1:
-            raise ConfigurationError("torture needs seconds > 0, kill_rate >= 0, "
-                                     "0 <= fault_rate <= 1")
+            raise ConfigurationError(
+                "torture needs seconds > 0, kill_rate >= 0, 0 <= fault_rate <= 1"
+            )
         if not set(self.server_faults) <= set(SERVER_FAULTS):
-            raise ConfigurationError(f"server faults are {' and '.join(SERVER_FAULTS)}, not "
-                                     f"{', '.join(self.server_faults)}")
+            raise ConfigurationError(
+                f"server faults are {' and '.join(SERVER_FAULTS)}, not "
+                f"{', '.join(self.server_faults)}"
+            )
         if self.server_fault_rate < 0 or not 0 <= self.cut_rate <= 1:
             raise ConfigurationError("torture needs server_fault_rate >= 0, 0 <= cut_rate <= 1")
 
@@ -87,8 +90,9 @@ Progress = Callable[[Status], None]
 class _Fleet:
     """The worker processes, one per slot, each slot refilled after a kill."""
 
-    def __init__(self, assignment: Assignment, settings: TortureSettings,
-                 log: Callable[..., None]) -> None:
+    def __init__(
+        self, assignment: Assignment, settings: TortureSettings, log: Callable[..., None]
+    ) -> None:
         self.ctx = multiprocessing.get_context("forkserver")
         self.ctx.set_forkserver_preload(["memvault.torture.workers"])
         self.assignment, self.log = assignment, log
@@ -102,8 +106,11 @@ class _Fleet:
     def start(self, slot: int) -> None:
         worker, self.next_worker = self.next_worker, self.next_worker + 1
         self.incarnation[slot] = worker
-        proc = self.ctx.Process(target=work, daemon=True, args=(
-            self.assignment, self.roles[slot], worker, slot, self.stop, self.counters))
+        proc = self.ctx.Process(
+            target=work,
+            daemon=True,
+            args=(self.assignment, self.roles[slot], worker, slot, self.stop, self.counters),
+        )
         proc.start()
         self.procs[slot] = proc
 
@@ -137,19 +144,28 @@ class _Fleet:
 
 
 def _check_shared(opener: Opener) -> None:
-    if opener.factory is None and opener.async_factory is None \
-            and opener.url.lower().startswith("memory:"):
+    if (
+        opener.factory is None
+        and opener.async_factory is None
+        and opener.url.lower().startswith("memory:")
+    ):
         raise ConfigurationError(
             "memory:// is private to each process: torture needs a store that several "
-            "processes share (sqlite://, redis://, postgresql://)")
+            "processes share (sqlite://, redis://, postgresql://)"
+        )
 
 
 class _Strikes:
     """The server faults: SIGKILL and restart the server, or an outage of the proxy."""
 
-    def __init__(self, server: PrivateServer | None, proxy: CuttingProxy | None,
-                 settings: TortureSettings, rng: random.Random,
-                 log: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        server: PrivateServer | None,
+        proxy: CuttingProxy | None,
+        settings: TortureSettings,
+        rng: random.Random,
+        log: Callable[..., None],
+    ) -> None:
         self.server, self.proxy, self.rng, self.log = server, proxy, rng, log
         self.kinds = settings.server_faults
         self.rate = settings.server_fault_rate if self.kinds else 0.0
@@ -163,18 +179,25 @@ class _Strikes:
         if kind == "kill":
             assert self.server is not None
             self.server.crash(self.rng)
-            self.log(e="server_kill", server=self.server.kind, at=at,
-                     down=round(time.time() - at, 3))
+            self.log(
+                e="server_kill", server=self.server.kind, at=at, down=round(time.time() - at, 3)
+            )
         else:
             assert self.proxy is not None
             self.proxy.outage(self.rng.uniform(0.05, 0.5))
             self.log(e="outage", at=at, down=round(time.time() - at, 3))
 
 
-def _hammer(fleet: _Fleet, strikes: _Strikes, settings: TortureSettings,
-            rng: random.Random, status: Status, progress: Progress | None) -> None:
+def _hammer(
+    fleet: _Fleet,
+    strikes: _Strikes,
+    settings: TortureSettings,
+    rng: random.Random,
+    status: Status,
+    progress: Progress | None,
+) -> None:
     for slot in range(len(fleet.roles)):  # before the clock: slow starts under load
-        fleet.start(slot)                   # must not eat the run's seconds
+        fleet.start(slot)  # must not eat the run's seconds
     started = time.monotonic()
     deadline = started + settings.seconds
     next_kill = started + rng.expovariate(settings.kill_rate) if settings.kill_rate else deadline
@@ -213,8 +236,14 @@ def _hammer(fleet: _Fleet, strikes: _Strikes, settings: TortureSettings,
 
 
 def _snapshot_record(store: Any, s: Any, snap: Any, scratch: str) -> dict[str, Any]:
-    record = {"name": snap.name, "head": snap.head, "base": snap.base,
-              "version": snap.version, "length": snap.length, "auto": snap.auto}
+    record = {
+        "name": snap.name,
+        "head": snap.head,
+        "base": snap.base,
+        "version": snap.version,
+        "length": snap.length,
+        "auto": snap.auto,
+    }
     try:
         fork = s.fork(scratch, at=snap.name)
         try:
@@ -241,8 +270,9 @@ def _past_record(s: Any, version: int) -> dict[str, Any]:
     return record
 
 
-def _final_state(opener: Opener, sessions: tuple[str, ...], status: Status,
-                 progress: Progress | None) -> list[dict[str, Any]]:
+def _final_state(
+    opener: Opener, sessions: tuple[str, ...], status: Status, progress: Progress | None
+) -> list[dict[str, Any]]:
     """Everything a user can read about each session, each snapshot's history, and the
     history as it was before each pop, trim and clear (what they hid)."""
     records: list[dict[str, Any]] = []
@@ -259,22 +289,39 @@ def _final_state(opener: Opener, sessions: tuple[str, ...], status: Status,
                 snaps, events = s.snapshots(), s.log()
             except Exception as exc:
                 corrupt = isinstance(exc, CorruptRecordError)
-                records.append({"e": "final_error", "s": si, "corrupt": corrupt,
-                                **error_fields(exc)})
+                records.append(
+                    {"e": "final_error", "s": si, "corrupt": corrupt, **error_fields(exc)}
+                )
                 continue
-            records.append({
-                "e": "state", "s": si,
-                "info": None if info is None else {"version": info.version, "length": info.length},
-                "history": history,
-                "events": [{"version": e.version, "op": e.op, "writer": e.writer,
+            records.append(
+                {
+                    "e": "state",
+                    "s": si,
+                    "info": None
+                    if info is None
+                    else {"version": info.version, "length": info.length},
+                    "history": history,
+                    "events": [
+                        {
+                            "version": e.version,
+                            "op": e.op,
+                            "writer": e.writer,
                             "head": [e.head_before, e.head_after],
-                            "base": [e.base_before, e.base_after], "detail": e.detail}
-                           for e in events],
-                "snapshots": [_snapshot_record(store, s, snap, f"{sid}~verify~{k}")
-                              for k, snap in enumerate(snaps)],
-                "past": [_past_record(s, v) for v in
-                         sorted({e.version - 1 for e in events if e.op in _HIDING})],
-            })
+                            "base": [e.base_before, e.base_after],
+                            "detail": e.detail,
+                        }
+                        for e in events
+                    ],
+                    "snapshots": [
+                        _snapshot_record(store, s, snap, f"{sid}~verify~{k}")
+                        for k, snap in enumerate(snaps)
+                    ],
+                    "past": [
+                        _past_record(s, v)
+                        for v in sorted({e.version - 1 for e in events if e.op in _HIDING})
+                    ],
+                }
+            )
     finally:
         store.close()
     return records
@@ -290,26 +337,35 @@ def prepare(store: str | Opener, settings: TortureSettings) -> Opener:
     return opener
 
 
-def _proxied(opener: Opener, server: PrivateServer | None, settings: TortureSettings,
-             seed: int) -> tuple[Opener, CuttingProxy | None]:
+def _proxied(
+    opener: Opener, server: PrivateServer | None, settings: TortureSettings, seed: int
+) -> tuple[Opener, CuttingProxy | None]:
     """The opener the workers use: through a cutting proxy for ``proxy`` faults."""
     if settings.server_faults and server is None:
-        raise ConfigurationError("server faults need a server the torture started itself "
-                                 "(memvault torture --server redis|postgres|redis-cluster)")
+        raise ConfigurationError(
+            "server faults need a server the torture started itself "
+            "(memvault torture --server redis|postgres|redis-cluster)"
+        )
     if "proxy" not in settings.server_faults:
         return opener, None
     assert server is not None
     if server.address is None:
-        raise ConfigurationError(f"proxy faults need a single server, not {server.kind} "
-                                 f"(its clients connect to every node)")
+        raise ConfigurationError(
+            f"proxy faults need a single server, not {server.kind} "
+            f"(its clients connect to every node)"
+        )
     proxy = CuttingProxy(server.address, settings.cut_rate, seed)
     host, port = server.address
     url = opener.url.replace(f"{host}:{port}", f"{host}:{proxy.port}", 1)
     return replace(opener, url=url), proxy
 
 
-def run_torture(store: str | Opener, settings: TortureSettings | None = None,
-                progress: Progress | None = None, server: PrivateServer | None = None) -> Path:
+def run_torture(
+    store: str | Opener,
+    settings: TortureSettings | None = None,
+    progress: Progress | None = None,
+    server: PrivateServer | None = None,
+) -> Path:
     """Torture a store and return the history file (audit it with
     :func:`memvault.torture.audit.audit_history`).
 
@@ -340,8 +396,7 @@ def run_torture(store: str | Opener, settings: TortureSettings | None = None,
     status, rng = Status(), random.Random(seed)
     fleet = _Fleet(assignment, settings, log)
     try:
-        _hammer(fleet, _Strikes(server, proxy, settings, rng, log), settings, rng, status,
-                progress)
+        _hammer(fleet, _Strikes(server, proxy, settings, rng, log), settings, rng, status, progress)
         if proxy is not None:
             proxy.close()
             log(e="cuts", **proxy.cuts)
@@ -351,13 +406,23 @@ def run_torture(store: str | Opener, settings: TortureSettings | None = None,
         if proxy is not None:
             proxy.close()
         parent.close()
-    header = {"e": "run", "run": run, "url": redact(opener.url), "face": opener.face,
-              "sessions": list(sessions), "writers": settings.writers,
-              "readers": settings.readers, "seconds": round(status.elapsed, 3),
-              "kill_rate": settings.kill_rate, "fault_rate": settings.fault_rate, "seed": seed,
-              "server": None if server is None else server.kind,
-              "server_faults": list(settings.server_faults),
-              "server_fault_rate": settings.server_fault_rate, "cut_rate": settings.cut_rate}
+    header = {
+        "e": "run",
+        "run": run,
+        "url": redact(opener.url),
+        "face": opener.face,
+        "sessions": list(sessions),
+        "writers": settings.writers,
+        "readers": settings.readers,
+        "seconds": round(status.elapsed, 3),
+        "kill_rate": settings.kill_rate,
+        "fault_rate": settings.fault_rate,
+        "seed": seed,
+        "server": None if server is None else server.kind,
+        "server_faults": list(settings.server_faults),
+        "server_fault_rate": settings.server_fault_rate,
+        "cut_rate": settings.cut_rate,
+    }
     path = folder / f"torture-{run}.jsonl"
     with path.open("w", encoding="utf-8") as out:
         out.write(json.dumps(header) + "\n")

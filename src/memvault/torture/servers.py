@@ -69,8 +69,9 @@ def _binary(name: str, where: str) -> str:
     return found
 
 
-def _wait(ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str,
-          log: Path) -> None:
+def _wait(
+    ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str, log: Path
+) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while not ready():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -142,9 +143,14 @@ class _Single:
     def start(self) -> None:
         log = self.folder / self.log_name
         with log.open("ab") as out:
-            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=out, start_new_session=True,
-                                            **self.run_as)
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                **self.run_as,
+            )
         _wait(self.ready, self.process, f"{self.kind} on port {self.port}", log)
 
     def kill(self) -> None:
@@ -172,11 +178,26 @@ class RedisServer(_Single):
     def __init__(self, folder: Path, *config: str, durable: bool = True) -> None:
         binary = _binary("redis-server", "redis-server (Debian package 'redis-server')")
         super().__init__(folder)
-        persistence = ("--appendonly", "yes", "--appendfsync", "always") if durable \
+        persistence = (
+            ("--appendonly", "yes", "--appendfsync", "always")
+            if durable
             else ("--appendonly", "no")
-        self.args = [binary, "--port", str(self.port), "--bind", "127.0.0.1",
-                     "--dir", str(folder), "--save", "", "--logfile", str(folder / "redis.log"),
-                     *persistence, *config]
+        )
+        self.args = [
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(folder),
+            "--save",
+            "",
+            "--logfile",
+            str(folder / "redis.log"),
+            *persistence,
+            *config,
+        ]
         self.start()
 
     @property
@@ -202,21 +223,46 @@ class RedisCluster:
     kind = "redis-cluster"
     address = None  # clients follow the nodes' own addresses: no proxy in between
 
-    def __init__(self, folder: Path, masters: int = 3, *, durable: bool = True,
-                 node: type[RedisServer] = RedisServer) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        masters: int = 3,
+        *,
+        durable: bool = True,
+        node: type[RedisServer] = RedisServer,
+    ) -> None:
         self.cli = cli = _binary("redis-cli", "redis-cli (Debian package 'redis-tools')")
         self.folder = folder
         self.nodes: list[RedisServer] = []
         try:
             for i in range(masters):
                 where = folder / f"node{i}"
-                self.nodes.append(node(
-                    where, "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
-                    "--cluster-config-file", str(where / "nodes.conf"), durable=durable))
-            subprocess.run([cli, "--cluster", "create",
-                            *[f"127.0.0.1:{n.port}" for n in self.nodes],
-                            "--cluster-replicas", "0", "--cluster-yes"],
-                           check=True, capture_output=True, timeout=START_TIMEOUT)
+                self.nodes.append(
+                    node(
+                        where,
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-port",
+                        str(free_port()),
+                        "--cluster-config-file",
+                        str(where / "nodes.conf"),
+                        durable=durable,
+                    )
+                )
+            subprocess.run(
+                [
+                    cli,
+                    "--cluster",
+                    "create",
+                    *[f"127.0.0.1:{n.port}" for n in self.nodes],
+                    "--cluster-replicas",
+                    "0",
+                    "--cluster-yes",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=START_TIMEOUT,
+            )
             self._wait_ok()
         except BaseException:
             self.close()
@@ -226,12 +272,20 @@ class RedisCluster:
         deadline = time.monotonic() + START_TIMEOUT
         ok = ("cluster_state:ok", f"cluster_known_nodes:{len(self.nodes)}")
         for node in self.nodes:
-            while not all(line in subprocess.run(
+            while not all(
+                line
+                in subprocess.run(
                     [self.cli, "-p", str(node.port), "cluster", "info"],
-                    capture_output=True, text=True, timeout=10).stdout for line in ok):
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                ).stdout
+                for line in ok
+            ):
                 if time.monotonic() > deadline:
-                    raise ConfigurationError("the private Redis Cluster did not reach "
-                                             "cluster_state:ok")
+                    raise ConfigurationError(
+                        "the private Redis Cluster did not reach cluster_state:ok"
+                    )
                 time.sleep(0.1)
 
     @property
@@ -252,14 +306,16 @@ class RedisCluster:
 def _postgres_bin(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        versions = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
-                          key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit()
-                          else 0)
+        versions = sorted(
+            glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
+            key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+        )
         found = versions[-1] if versions else None
     if found is None:
         raise ConfigurationError(
             f"{name} was not found on PATH nor in /usr/lib/postgresql/*/bin: --server "
-            f"postgres needs the PostgreSQL server binaries (Debian package 'postgresql')")
+            f"postgres needs the PostgreSQL server binaries (Debian package 'postgresql')"
+        )
     return found
 
 
@@ -291,11 +347,16 @@ def run_as_postgres(folder: Path, what: str) -> dict[str, Any]:
     try:
         owner = pwd.getpwnam("postgres")
     except KeyError:
-        raise ConfigurationError(f"{what} as root needs a 'postgres' user to run the "
-                                 "server as") from None
+        raise ConfigurationError(
+            f"{what} as root needs a 'postgres' user to run the server as"
+        ) from None
     os.chown(folder, owner.pw_uid, owner.pw_gid)
-    return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": [],
-            "env": {**os.environ, "HOME": owner.pw_dir, "USER": "postgres"}}
+    return {
+        "user": owner.pw_uid,
+        "group": owner.pw_gid,
+        "extra_groups": [],
+        "env": {**os.environ, "HOME": owner.pw_dir, "USER": "postgres"},
+    }
 
 
 class PostgresServer(_Single):
@@ -309,9 +370,23 @@ class PostgresServer(_Single):
         super().__init__(folder)
         self.data = folder / "data"
         self.run_as = run_as_postgres(folder, "--server postgres")  # initdb refuses root
-        done = subprocess.run([initdb, "-D", str(self.data), "-U", "postgres",
-                               "--auth=trust", "--no-sync", "-E", "UTF8"],
-                              capture_output=True, text=True, timeout=300, **self.run_as)
+        done = subprocess.run(
+            [
+                initdb,
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            **self.run_as,
+        )
         if done.returncode:
             raise ConfigurationError(f"initdb failed: {done.stderr[-1500:]}")
         self.start()
@@ -324,10 +399,25 @@ class PostgresServer(_Single):
         # syncfs: crash recovery syncs the data folder with one call instead of an
         # fsync per file (seconds on a busy disk); fsync and synchronous_commit are
         # PostgreSQL's defaults, spelled out.
-        return [self.binary, "-D", str(self.data), "-p", str(self.port),
-                "-k", str(self.folder), "-c", "listen_addresses=127.0.0.1",
-                "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "max_connections=200",
-                "-c", "recovery_init_sync_method=syncfs"]
+        return [
+            self.binary,
+            "-D",
+            str(self.data),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.folder),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=on",
+            "-c",
+            "synchronous_commit=on",
+            "-c",
+            "max_connections=200",
+            "-c",
+            "recovery_init_sync_method=syncfs",
+        ]
 
     def ready(self) -> bool:
         return accepts_connections(self.url)

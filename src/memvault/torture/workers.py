@@ -45,8 +45,13 @@ from memvault.messages import Message
 KINDS = ("append", "read", "snapshot", "pop", "rollback")
 WEIGHTS = (50, 20, 10, 12, 8)
 # The backend operation each kind of call makes (where an injected fault lands).
-BACKEND_OP = {"append": "append", "read": "history", "snapshot": "snapshot", "pop": "pop",
-              "rollback": "rollback"}
+BACKEND_OP = {
+    "append": "append",
+    "read": "history",
+    "snapshot": "snapshot",
+    "pop": "pop",
+    "rollback": "rollback",
+}
 APPEND_ATTEMPTS = 3  # an append that failed or whose outcome is unknown is retried as is
 # Errors after which a write is known not to have been applied.
 WRITE_NOT_APPLIED = (*APPEND_NOT_APPLIED, SnapshotExistsError, SnapshotNotFoundError)
@@ -80,8 +85,10 @@ def wire(m: Message) -> dict[str, Any]:
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
     """How an error is logged; ``foreign`` marks one that is not a MemvaultError."""
-    return {"error": f"{type(exc).__name__}: {exc}"[:300],
-            "foreign": not isinstance(exc, MemvaultError)}
+    return {
+        "error": f"{type(exc).__name__}: {exc}"[:300],
+        "foreign": not isinstance(exc, MemvaultError),
+    }
 
 
 class _Worker:
@@ -119,8 +126,7 @@ def _append(wk: _Worker, s: Any, si: int, turn: int) -> None:
     for attempt in range(1, APPEND_ATTEMPTS + 1):
         fault = wk.maybe_fault("append") if attempt == 1 else None
         wk.count(fault is not None)
-        wk.log(e="invoke", w=wk.w, t=turn, s=si, a=attempt, ids=[m.id for m in batch],
-               fault=fault)
+        wk.log(e="invoke", w=wk.w, t=turn, s=si, a=attempt, ids=[m.id for m in batch], fault=fault)
         try:
             version, ms = wk.timed(lambda: s.append(batch))
         except APPEND_NOT_APPLIED as exc:
@@ -140,17 +146,27 @@ def _read(wk: _Worker, s: Any, si: int) -> None:
     try:
         history, ms = wk.timed(s.history)
     except Exception as exc:
-        wk.log(e="read_error", w=wk.w, s=si, fault=fault,
-               corrupt=isinstance(exc, CorruptRecordError), **error_fields(exc))
+        wk.log(
+            e="read_error",
+            w=wk.w,
+            s=si,
+            fault=fault,
+            corrupt=isinstance(exc, CorruptRecordError),
+            **error_fields(exc),
+        )
     else:
         bad = [m.id for m in history if m.metadata.get("sum") != checksum(m.role, m.content)]
-        wk.log(e="view", w=wk.w, s=si, ids=[m.id for m in history], bad=bad, ms=ms,
-               fault=fault)
+        wk.log(e="view", w=wk.w, s=si, ids=[m.id for m in history], bad=bad, ms=ms, fault=fault)
 
 
 def _snapshot_fields(snap: Any) -> dict[str, Any]:
-    return {"name": snap.name, "head": snap.head, "base": snap.base, "version": snap.version,
-            "length": snap.length}
+    return {
+        "name": snap.name,
+        "head": snap.head,
+        "base": snap.base,
+        "version": snap.version,
+        "length": snap.length,
+    }
 
 
 def _write(wk: _Worker, s: Any, si: int, kind: str, n: int) -> None:
@@ -165,7 +181,10 @@ def _write(wk: _Worker, s: Any, si: int, kind: str, n: int) -> None:
             return _read(wk, s, si)
         arg = wk.rng.choice(names)
     calls: dict[str, Callable[[], Any]] = {
-        "pop": s.pop, "snapshot": lambda: s.snapshot(arg), "rollback": lambda: s.rollback(arg)}
+        "pop": s.pop,
+        "snapshot": lambda: s.snapshot(arg),
+        "rollback": lambda: s.rollback(arg),
+    }
     fault = wk.maybe_fault(kind)
     wk.count(fault is not None)
     wk.log(e="call", w=wk.w, n=n, k=kind, s=si, arg=arg, fault=fault)
@@ -183,8 +202,9 @@ def _write(wk: _Worker, s: Any, si: int, kind: str, n: int) -> None:
         wk.log(e="done", w=wk.w, n=n, k=kind, s=si, outcome="ok", ms=ms, **out)
 
 
-def work(assignment: Assignment, role: str, worker: int, slot: int, stop: Any,
-         counters: Any) -> None:
+def work(
+    assignment: Assignment, role: str, worker: int, slot: int, stop: Any, counters: Any
+) -> None:
     """A worker process: ``role`` is ``"writer"`` or ``"reader"``; runs until ``stop``.
 
     ``counters`` holds two integers per slot: calls made, faults injected.

@@ -36,12 +36,19 @@ def create_app(store: memvault.Store, **options: Any) -> Starlette:
         from memvault.ui.app import create_app as make
     except ImportError as exc:
         raise ConfigurationError(
-            f"the inspector needs the 'ui' extra: pip install 'memvault[ui]' ({exc})") from exc
+            f"the inspector needs the 'ui' extra: pip install 'memvault[ui]' ({exc})"
+        ) from exc
     return make(store, **options)
 
 
-def serve(store: memvault.Store, *, host: str = "127.0.0.1", port: int = 8737,
-          allow_writes: bool = False, announce: Any = print) -> None:
+def serve(
+    store: memvault.Store,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8737,
+    allow_writes: bool = False,
+    announce: Any = print,
+) -> None:
     """Run the inspector until interrupted (Ctrl-C).
 
     Args:
@@ -55,7 +62,8 @@ def serve(store: memvault.Store, *, host: str = "127.0.0.1", port: int = 8737,
         import uvicorn
     except ImportError as exc:
         raise ConfigurationError(
-            f"the inspector needs the 'ui' extra: pip install 'memvault[ui]' ({exc})") from exc
+            f"the inspector needs the 'ui' extra: pip install 'memvault[ui]' ({exc})"
+        ) from exc
     # Behind a loopback bind, only loopback Host names are served (DNS rebinding).
     hosts = [host, *LOOPBACK_NAMES] if is_loopback(host) and ":" not in host else None
     app = create_app(store, allow_writes=allow_writes, allowed_hosts=hosts)

@@ -41,23 +41,33 @@ from memvault.ui import threads, views
 from memvault.urls import redact
 
 _HERE = resources.files("memvault.ui")
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(_HERE.joinpath("templates"))),
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-        lstrip_blocks=True)
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["q"] = lambda value: quote(str(value), safe="")
     env.filters["when"] = lambda dt: "never" if dt is None else dt.strftime("%Y-%m-%d %H:%M:%S")
     env.filters["anchor"] = lambda value: "call-" + str(value).encode("utf-8").hex()
     return env
 
 
-def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str | None = None,
-               allowed_hosts: Sequence[str] | None = None) -> Starlette:
+def create_app(
+    store: memvault.Store,
+    *,
+    allow_writes: bool = False,
+    token: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+) -> Starlette:
     """The inspector over an open store (which the caller closes).
 
     Args:
@@ -76,19 +86,32 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         html = env.get_template(name).render(
-            url=label, writes=allow_writes, token=secret if allow_writes else "", **context)
-        return HTMLResponse(html, status, headers={
-            "Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "same-origin", "Cache-Control": "no-store"})
+            url=label, writes=allow_writes, token=secret if allow_writes else "", **context
+        )
+        return HTMLResponse(
+            html,
+            status,
+            headers={
+                "Content-Security-Policy": _CSP,
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "same-origin",
+                "Cache-Control": "no-store",
+            },
+        )
 
     def fail(request: Request, status: int, message: str) -> Response:
         return page(request, "error.html", status, message=message)
 
     def sessions(request: Request) -> Response:
         p = request.query_params
-        listing = views.sessions_page(store, p.get("q", ""), p.get("sort", "id"),
-                                      p.get("order") == "desc", p.get("cursor", ""),
-                                      _int(p.get("page"), 1))
+        listing = views.sessions_page(
+            store,
+            p.get("q", ""),
+            p.get("sort", "id"),
+            p.get("order") == "desc",
+            p.get("cursor", ""),
+            _int(p.get("page"), 1),
+        )
         return page(request, "sessions.html", listing=listing, sorts=views.SORTS)
 
     def session(request: Request) -> Response:
@@ -137,12 +160,16 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
             return fail(request, 404, "unknown action")
         session_id = str(form.get("id", ""))
         try:
-            target, done, undo = action(store.session(session_id),
-                                        {k: str(v) for k, v in form.items()})
+            target, done, undo = action(
+                store.session(session_id), {k: str(v) for k, v in form.items()}
+            )
         except MemvaultError as exc:
             return fail(request, 400, f"{type(exc).__name__}: {exc}")
-        return RedirectResponse(f"/session?id={quote(target, safe='')}&done={quote(done, safe='')}"
-                                f"&undo={quote(undo, safe='')}&sig={sign(done, undo)}", 303)
+        return RedirectResponse(
+            f"/session?id={quote(target, safe='')}&done={quote(done, safe='')}"
+            f"&undo={quote(undo, safe='')}&sig={sign(done, undo)}",
+            303,
+        )
 
     routes = [
         Route("/", sessions),
@@ -153,8 +180,11 @@ def create_app(store: memvault.Store, *, allow_writes: bool = False, token: str 
         Route("/do/{action}", write, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),
     ]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] \
-        if allowed_hosts else []
+    middleware = (
+        [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))]
+        if allowed_hosts
+        else []
+    )
     return Starlette(routes=routes, middleware=middleware)
 
 
@@ -183,8 +213,11 @@ def _snapshot(s: memvault.Session, form: dict[str, str]) -> tuple[str, str, str]
 
 def _rollback(s: memvault.Session, form: dict[str, str]) -> tuple[str, str, str]:
     saved = s.rollback(form.get("name", ""))
-    return (s.id, f"rolled back to {form.get('name')!r}; the replaced state is saved as "
-            f"{saved.name!r}", f"rollback:{saved.name}")
+    return (
+        s.id,
+        f"rolled back to {form.get('name')!r}; the replaced state is saved as {saved.name!r}",
+        f"rollback:{saved.name}",
+    )
 
 
 def _fork(s: memvault.Session, form: dict[str, str]) -> tuple[str, str, str]:
@@ -204,5 +237,8 @@ def _delete_fork(s: memvault.Session, form: dict[str, str]) -> tuple[str, str, s
 
 
 _ACTIONS: dict[str, Action] = {
-    "snapshot": _snapshot, "rollback": _rollback, "fork": _fork, "delete-fork": _delete_fork,
+    "snapshot": _snapshot,
+    "rollback": _rollback,
+    "fork": _fork,
+    "delete-fork": _delete_fork,
 }

@@ -14,14 +14,23 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def ui(
     ctx: typer.Context,
-    url: Annotated[str | None, typer.Option(
-        "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db).")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."
+        ),
+    ] = None,
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8737,
-    host: Annotated[str, typer.Option(
-        help="Address to bind. Anything but loopback exposes the store to the network.")
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address to bind. Anything but loopback exposes the store to the network."
+        ),
     ] = "127.0.0.1",
-    allow_writes: Annotated[bool, typer.Option(
-        "--allow-writes", help="Offer snapshot, rollback and fork (each undoable).")] = False,
+    allow_writes: Annotated[
+        bool,
+        typer.Option("--allow-writes", help="Offer snapshot, rollback and fork (each undoable)."),
+    ] = False,
 ) -> None:
     """Start the inspector, a local web app over the store, and print its address."""
     import memvault
@@ -36,10 +45,18 @@ def ui(
         options = {} if allow_writes else getattr(backend_module(target), "READ_ONLY", {})
         with memvault.open(target, **options) as store:
             if not is_loopback(host):
-                err.print(f"[yellow]warning:[/yellow] binding {host}: anyone who can reach "
-                          "this address can read the store", markup=True)
-            serve(store, host=host, port=port, allow_writes=allow_writes,
-                  announce=lambda line: print(line, flush=True))
+                err.print(
+                    f"[yellow]warning:[/yellow] binding {host}: anyone who can reach "
+                    "this address can read the store",
+                    markup=True,
+                )
+            serve(
+                store,
+                host=host,
+                port=port,
+                allow_writes=allow_writes,
+                announce=lambda line: print(line, flush=True),
+            )
     except MemvaultError as exc:
         err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", markup=True)
         raise typer.Exit(1) from None

@@ -19,15 +19,20 @@ from memvault.messages import Message
 from memvault.terminal import plural, shown
 from memvault.ui.views import Entry, Item, Timeline
 
-ROLE_STYLES = {"user": "bold blue", "assistant": "bold green", "tool": "bold yellow",
-               "system": "bold magenta", "developer": "bold magenta"}
+ROLE_STYLES = {
+    "user": "bold blue",
+    "assistant": "bold green",
+    "tool": "bold yellow",
+    "system": "bold magenta",
+    "developer": "bold magenta",
+}
 
 
-def timeline_lines(sid: str, t: Timeline, render: Callable[[Message], str], *,
-                   color: bool = False) -> Iterator[str]:
+def timeline_lines(
+    sid: str, t: Timeline, render: Callable[[Message], str], *, color: bool = False
+) -> Iterator[str]:
     """The lines of one timeline page, oldest event first."""
-    console = Console(force_terminal=True, color_system="standard", width=10_000) \
-        if color else None
+    console = Console(force_terminal=True, color_system="standard", width=10_000) if color else None
 
     def styled(text: Text) -> str:
         if console is None:
@@ -37,8 +42,11 @@ def timeline_lines(sid: str, t: Timeline, render: Callable[[Message], str], *,
         return captured.get()
 
     info = t.info
-    yield styled(Text.assemble((shown(sid), "bold"), f"  version {info.version}, "
-                               f"{info.length} visible messages"))
+    yield styled(
+        Text.assemble(
+            (shown(sid), "bold"), f"  version {info.version}, {info.length} visible messages"
+        )
+    )
     if t.dropped and t.older is None:
         yield f"({t.dropped}:)"
         if t.earlier_more:
@@ -55,9 +63,14 @@ def timeline_lines(sid: str, t: Timeline, render: Callable[[Message], str], *,
 
 def _message_line(item: Item, render: Callable[[Message], str]) -> Text:
     m = item.message
-    line = Text.assemble("      ", (f"{m.role:<9}", ROLE_STYLES.get(m.role, "bold")), "  ",
-                         render(m), "" if item.visible else "  [hidden]",
-                         "  [summarized]" if item.summarized else "")
+    line = Text.assemble(
+        "      ",
+        (f"{m.role:<9}", ROLE_STYLES.get(m.role, "bold")),
+        "  ",
+        render(m),
+        "" if item.visible else "  [hidden]",
+        "  [summarized]" if item.summarized else "",
+    )
     if m.tool_call_id:
         line.append(f"  ← result of {shown(m.tool_call_id)}", "dim")
     for call in m.tool_calls or []:
@@ -78,11 +91,22 @@ def _event_line(entry: Entry) -> Text:
         "snapshot": f"snapshot {d.get('name')!r}",
         "rollback": f"to {d.get('to')!r}, saved {d.get('saved')!r}",
         "summarize": f"summarized {plural(int(d.get('messages', 0)), 'message')} through "
-                     f"{d.get('through')!r}",
+        f"{d.get('through')!r}",
         "fork": f"from {d.get('from')!r}" + (f" at {d.get('at')!r}" if d.get("at") else ""),
     }.get(e.op, "")
-    marker = "yellow" if e.op in ("snapshot", "rollback", "summarize") else \
-        "red" if e.op in ("pop", "trim", "clear") else "cyan"
-    return Text.assemble((f"v{e.version:<4}", "bold"), (f"{e.op:<9}", marker),
-                         shown(what), "  ", (shown(e.writer), "dim"), "  ",
-                         (e.at.strftime("%Y-%m-%d %H:%M:%S"), "dim"))
+    marker = (
+        "yellow"
+        if e.op in ("snapshot", "rollback", "summarize")
+        else "red"
+        if e.op in ("pop", "trim", "clear")
+        else "cyan"
+    )
+    return Text.assemble(
+        (f"v{e.version:<4}", "bold"),
+        (f"{e.op:<9}", marker),
+        shown(what),
+        "  ",
+        (shown(e.writer), "dim"),
+        "  ",
+        (e.at.strftime("%Y-%m-%d %H:%M:%S"), "dim"),
+    )

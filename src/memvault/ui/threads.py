@@ -45,7 +45,7 @@ def checkpoint_tree(store: memvault.Store, session_id: str) -> list[Checkpoint]:
     from memvault.integrations.langgraph import MemvaultSaver
 
     saver = MemvaultSaver(store=store)
-    found = list(saver.list({"configurable": {"thread_id": session_id[len(PREFIX):]}}))
+    found = list(saver.list({"configurable": {"thread_id": session_id[len(PREFIX) :]}}))
     nodes: dict[tuple[str, str], Checkpoint] = {}
     parents: dict[tuple[str, str], tuple[str, str] | None] = {}
     for t in found:
@@ -53,9 +53,14 @@ def checkpoint_tree(store: memvault.Store, session_id: str) -> list[Checkpoint]:
         key = (str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"]))
         values = t.checkpoint.get("channel_values", {})
         messages = values.get("messages")
-        nodes[key] = Checkpoint(key[1], key[0], t.metadata.get("step"),
-                                str(t.metadata.get("source", "")), str(t.checkpoint.get("ts")),
-                                len(messages) if isinstance(messages, list) else None)
+        nodes[key] = Checkpoint(
+            key[1],
+            key[0],
+            t.metadata.get("step"),
+            str(t.metadata.get("source", "")),
+            str(t.checkpoint.get("ts")),
+            len(messages) if isinstance(messages, list) else None,
+        )
         parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         parents[key] = None if parent is None else (key[0], str(parent))
     roots: list[Checkpoint] = []

@@ -55,19 +55,28 @@ class SessionsPage:
     note: str = ""
 
 
-def sessions_page(store: memvault.Store, query: str = "", sort: str = "id",
-                  desc: bool = False, cursor: str = "", number: int = 1) -> SessionsPage:
+def sessions_page(
+    store: memvault.Store,
+    query: str = "",
+    sort: str = "id",
+    desc: bool = False,
+    cursor: str = "",
+    number: int = 1,
+) -> SessionsPage:
     """One page of ``store.sessions_page``: the same cost at any number of sessions,
     in any order. A cursor that no longer fits (edited, or from another order or
     filter) starts the list again, saying so."""
     sort = sort if sort in SORTS else "id"
     query, note = query[:MAX_MATCH], ""
     try:
-        page = store.sessions_page(SESSIONS_PAGE, cursor=cursor or None, order=sort,
-                                   descending=desc, match=query)
+        page = store.sessions_page(
+            SESSIONS_PAGE, cursor=cursor or None, order=sort, descending=desc, match=query
+        )
     except InvalidArgumentError:
-        page, number = store.sessions_page(SESSIONS_PAGE, order=sort, descending=desc,
-                                           match=query), 1
+        page, number = (
+            store.sessions_page(SESSIONS_PAGE, order=sort, descending=desc, match=query),
+            1,
+        )
         note = "that page link no longer applies: back to the first page"
     return SessionsPage(page.sessions, page.cursor, max(1, number), sort, desc, query, note)
 
@@ -141,13 +150,22 @@ def timeline(store: memvault.Store, session_id: str, before: int | None = None) 
     if start == 0 and (not events or events[0].version > 1):
         dropped, earlier, more = _before_log(s, info, events)
     versions = sorted({e.version for e in events})
-    return Timeline(info, entries, s.snapshots(), versions[:1] + versions[-2:],
-                    page[0].version if start > 0 and page else None, newer, dropped,
-                    earlier, more)
+    return Timeline(
+        info,
+        entries,
+        s.snapshots(),
+        versions[:1] + versions[-2:],
+        page[0].version if start > 0 and page else None,
+        newer,
+        dropped,
+        earlier,
+        more,
+    )
 
 
-def _before_log(s: memvault.Session, info: SessionInfo,
-                events: list[Event]) -> tuple[str, list[Item], int]:
+def _before_log(
+    s: memvault.Session, info: SessionInfo, events: list[Event]
+) -> tuple[str, list[Item], int]:
     """What the timeline cannot attribute to a kept event: the history the kept log
     starts from (its newest ``PAGE_MESSAGES``), each marked visible or not now."""
     if not events:
@@ -157,15 +175,17 @@ def _before_log(s: memvault.Session, info: SessionInfo,
         return what, [_item(m, every) for m in messages], info.length - len(messages)
     first = events[0]
     added = _added(first)
-    what = (f"events before version {first.version} were dropped by compact(keep_events=...); "
-            f"the history {'just before' if first.op == 'append' else 'at'} version "
-            f"{first.version}")
+    what = (
+        f"events before version {first.version} were dropped by compact(keep_events=...); "
+        f"the history {'just before' if first.op == 'append' else 'at'} version "
+        f"{first.version}"
+    )
     try:
         messages = s.history(last=PAGE_MESSAGES + added, at_version=first.version)
         whole = len(s.history(at_version=first.version)) - added
     except VersionNotFoundError as exc:  # compacted meanwhile
         return str(exc), [], 0
-    messages = messages[:len(messages) - added] if added else messages
+    messages = messages[: len(messages) - added] if added else messages
     full = {m.id for m in s.history(full=True)}
     visible = Visible(full, full - {m.id for m in s.history()})
     return what, [_item(m, visible) for m in messages], max(0, whole - len(messages))
@@ -193,8 +213,7 @@ def _visible_ids(s: memvault.Session, since: list[Event]) -> Visible:
     and which of those a summary stands for (absent from the context view)."""
     # The full view also holds each summary right after the message it was taken
     # through: those of summarize events since then sit among the newest messages.
-    added = sum(_added(e) for e in since) + sum(1 for e in since if e.op in ("fork",
-                                                                               "summarize"))
+    added = sum(_added(e) for e in since) + sum(1 for e in since if e.op in ("fork", "summarize"))
     if not added:
         return Visible(set(), set())
     if any(e.op == "fork" for e in since):
@@ -226,8 +245,11 @@ def _runs(entries: list[Entry]) -> list[list[Entry]]:
         if e.op == "snapshot":
             continue
         if e.op in ("append", "fork"):
-            if previous is not None and previous.op == e.op == "append" \
-                    and previous.head_after == e.head_before:
+            if (
+                previous is not None
+                and previous.op == e.op == "append"
+                and previous.head_after == e.head_before
+            ):
                 runs[-1].append(entry)
             else:
                 runs.append([entry])
@@ -271,8 +293,11 @@ def _fill(s: memvault.Session, run: list[Entry], visible: Visible, current: int)
 
 def _item(m: Message, visible: Visible) -> Item:
     args = {c.id: _pretty(c.arguments) for c in m.tool_calls or []}
-    content = m.content if isinstance(m.content, str) or m.content is None else \
-        json.dumps(m.content, ensure_ascii=False, indent=2)
+    content = (
+        m.content
+        if isinstance(m.content, str) or m.content is None
+        else json.dumps(m.content, ensure_ascii=False, indent=2)
+    )
     return Item(m, m.id in visible.ids, m.id in visible.summarized, args, content or "")
 
 
@@ -311,6 +336,10 @@ def diff(store: memvault.Store, session_id: str, a: str, b: str) -> Diff:
     old, new = resolve(s, a), resolve(s, b)
     old_ids, new_ids = {m.id for m in old}, {m.id for m in new}
     shown, gone = Visible(new_ids, set()), Visible(set(), set())
-    return Diff(a, b, [_item(m, shown) for m in new if m.id not in old_ids],
-                [_item(m, gone) for m in old if m.id not in new_ids],
-                len(old_ids & new_ids))
+    return Diff(
+        a,
+        b,
+        [_item(m, shown) for m in new if m.id not in old_ids],
+        [_item(m, gone) for m in old if m.id not in new_ids],
+        len(old_ids & new_ids),
+    )

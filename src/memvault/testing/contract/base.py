@@ -54,12 +54,15 @@ class ContractBase:
         return None
 
     @pytest.fixture
-    def store_url(self, backend_factory: BackendFactory | None,
-                  async_backend_factory: BackendFactory | None) -> str:
+    def store_url(
+        self, backend_factory: BackendFactory | None, async_backend_factory: BackendFactory | None
+    ) -> str:
         factory = backend_factory or async_backend_factory
         if factory is None:
-            pytest.fail("the test class must define a `store_url` fixture naming an empty "
-                        "store, or a `backend_factory` fixture")
+            pytest.fail(
+                "the test class must define a `store_url` fixture naming an empty "
+                "store, or a `backend_factory` fixture"
+            )
         return f"factory:{getattr(factory, '__qualname__', type(factory).__name__)}"
 
     @pytest.fixture
@@ -68,12 +71,21 @@ class ContractBase:
         return {}
 
     @pytest.fixture
-    def opener(self, store_url: str, store_options: dict[str, Any],
-               backend_factory: BackendFactory | None,
-               async_backend_factory: BackendFactory | None) -> Opener:
+    def opener(
+        self,
+        store_url: str,
+        store_options: dict[str, Any],
+        backend_factory: BackendFactory | None,
+        async_backend_factory: BackendFactory | None,
+    ) -> Opener:
         """Opens a new handle on the test's store at each call; picklable."""
-        return Opener(store_url, self.face, store_options,  # type: ignore[arg-type]
-                      backend_factory, async_backend_factory)
+        return Opener(
+            store_url,
+            self.face,  # type: ignore[arg-type]
+            store_options,
+            backend_factory,
+            async_backend_factory,
+        )
 
     @pytest.fixture
     def store(self, opener: Opener) -> Iterator[Any]:

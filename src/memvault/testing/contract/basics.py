@@ -44,7 +44,7 @@ class BasicsContract(ContractBase):
         sent = users(n, "a") + users(n, "b")
         s.append(sent[:n])
         s.append(sent[n:])
-        assert s.history() == sent and s.history(last=n + n // 2) == sent[n // 2:]
+        assert s.history() == sent and s.history(last=n + n // 2) == sent[n // 2 :]
         assert s.pop() == sent[-1]
         sent[-1:] = users(1, "c")
         s.append(sent[-1:])
@@ -163,8 +163,13 @@ class BasicsContract(ContractBase):
             assert [e.version for e in log] == [1, 1, 2, 3, 4, 5]
             assert log[2].head_before != log[2].head_after
             assert [e.detail for e in log] == [
-                {"messages": 4}, {"name": "cp"}, {"message_id": sent[3].id}, {"hidden": 2},
-                {"to": "cp", "saved": "auto:pre-rollback@v3"}, {"hidden": 4}]
+                {"messages": 4},
+                {"name": "cp"},
+                {"message_id": sent[3].id},
+                {"hidden": 2},
+                {"to": "cp", "saved": "auto:pre-rollback@v3"},
+                {"hidden": 4},
+            ]
         finally:
             store.close()
 

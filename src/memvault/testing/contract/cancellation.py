@@ -67,11 +67,13 @@ class Tally:
         return self.by_timeout + self.by_cancel
 
     def summary(self) -> str:
-        return (f"{self.calls} calls under a short timeout or a cancel: {self.cancelled}"
-                f" cancelled while running ({self.by_timeout} by wait_for,"
-                f" {self.by_cancel} by task.cancel()), {self.unstarted} before starting,"
-                f" {self.completed} completed ({self.ignored} of them despite a"
-                f" task.cancel() while running), {self.retryable} retryable errors")
+        return (
+            f"{self.calls} calls under a short timeout or a cancel: {self.cancelled}"
+            f" cancelled while running ({self.by_timeout} by wait_for,"
+            f" {self.by_cancel} by task.cancel()), {self.unstarted} before starting,"
+            f" {self.completed} completed ({self.ignored} of them despite a"
+            f" task.cancel() while running), {self.retryable} retryable errors"
+        )
 
 
 @dataclass
@@ -150,8 +152,10 @@ async def _stored(session: Any, batch: list[Message], pace: Pace, rng: random.Ra
             await asyncio.wait_for(session.append(batch), PATIENCE)
             return
         except TimeoutError:
-            raise AssertionError(f"a retry of {batch[0].id} got no answer in {PATIENCE} s:"
-                                 " the store is wedged after a cancellation") from None
+            raise AssertionError(
+                f"a retry of {batch[0].id} got no answer in {PATIENCE} s:"
+                " the store is wedged after a cancellation"
+            ) from None
         except RETRYABLE:
             continue
     raise AssertionError(f"{batch[0].id} was not stored after {TRIES} tries")
@@ -166,18 +170,23 @@ def _turn(writer: str, i: int) -> list[Message]:
     memvault's tests (tests/broken), the test failed in 30 runs of 30 with 32 KB
     turns, and in 10 of 10 with both cores of the machine kept busy; with 20-byte
     turns, in 19 of 20 (a CI run on main had passed it)."""
-    return [m.model_copy(update={"content": f"{m.content} {'~' * TOOL_OUTPUT}"})
-            for m in turn(writer, i)]
+    return [
+        m.model_copy(update={"content": f"{m.content} {'~' * TOOL_OUTPUT}"})
+        for m in turn(writer, i)
+    ]
 
 
 def _check_read(writer: str, last: int, got: list[Message], stored: list[str]) -> None:
     ids = [m.id for m in got]
     foreign = [i for i in ids if not i.startswith(f"{writer}-")]
-    assert not foreign, (f"history(last={last}) of session {writer!r} returned another"
-                         f" session's messages: {foreign}")
+    assert not foreign, (
+        f"history(last={last}) of session {writer!r} returned another session's messages: {foreign}"
+    )
     expected = stored[-last:]
-    assert ids == expected, (f"history(last={last}) of session {writer!r} returned {ids},"
-                             f" expected {expected} (the turns acknowledged so far)")
+    assert ids == expected, (
+        f"history(last={last}) of session {writer!r} returned {ids},"
+        f" expected {expected} (the turns acknowledged so far)"
+    )
 
 
 async def _converse(store: Any, writer: str, rng: random.Random, pace: Pace) -> int:
@@ -248,7 +257,8 @@ async def _final_check(store: Any, writer: str, turns: int) -> None:
     info = await asyncio.wait_for(session.info(), PATIENCE)
     log = await asyncio.wait_for(session.log(), PATIENCE)
     assert info is not None and info.version == turns, (
-        f"version {info and info.version} after {turns} turns: a retry was stored again")
+        f"version {info and info.version} after {turns} turns: a retry was stored again"
+    )
     assert [e.op for e in log] == ["append"] * turns, [e.op for e in log]
 
 
@@ -258,13 +268,20 @@ async def _storm(store: Any, seed: int) -> Tally:
     took = [t for warmed in warm for t in warmed]
     pace = Pace([seconds for seconds, _ in took], [turns for _, turns in took])
     tally = pace.tally
-    turns = await asyncio.gather(*(
-        _guarded(w, tally, _converse(store, w, random.Random(f"{seed}:{w}"), pace))
-        for w in writers))
+    turns = await asyncio.gather(
+        *(
+            _guarded(w, tally, _converse(store, w, random.Random(f"{seed}:{w}"), pace))
+            for w in writers
+        )
+    )
     # Every session answers, all at once (every pooled connection is used again).
-    await asyncio.gather(*(
-        _guarded(f"{w} afterwards", tally, _final_check(store, w, n))
-        for w, n in zip(writers, turns, strict=True) if n is not None))
+    await asyncio.gather(
+        *(
+            _guarded(f"{w} afterwards", tally, _final_check(store, w, n))
+            for w, n in zip(writers, turns, strict=True)
+            if n is not None
+        )
+    )
     return tally
 
 
@@ -285,8 +302,7 @@ class CancellationContract(ContractBase):
         "wedged": a cancellation left a lock held or a connection in a transaction.
         """
         if self.face != "async":
-            pytest.skip("cancellation (wait_for, asyncio.timeout) is tested on the async"
-                        " face only")
+            pytest.skip("cancellation (wait_for, asyncio.timeout) is tested on the async face only")
         tally = store.run(_storm(store.target, SEED))
         assert not tally.problems, "\n".join([tally.summary(), *tally.problems[:10]])
         # Otherwise the test proved nothing: both must be a real share of the calls.

@@ -98,8 +98,7 @@ class ConcurrencyContract(ContractBase):
         writers = [f"p{i}" for i in range(4)]
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(len(writers), mp_context=ctx) as pool:
-            futures = [pool.submit(workers.append_turns, opener, "shared", w, 250)
-                       for w in writers]
+            futures = [pool.submit(workers.append_turns, opener, "shared", w, 250) for w in writers]
             versions = [f.result() for f in futures]
         assert max(versions) == 1000
         s = store.session("shared")
@@ -123,16 +122,27 @@ class ConcurrencyContract(ContractBase):
         good = [m.id for m in turn("good", 0) + turn("good", 1)]
         assert seen["history"] == good
         assert seen["snapshots"] == [("after-0", 2, 1), ("after-1", 4, 2), (saved, 6, 3)]
-        assert seen["ops"] == [("append", "A"), ("snapshot", "A"), ("append", "A"),
-                               ("snapshot", "A"), ("append", "B"), ("rollback", "B")]
+        assert seen["ops"] == [
+            ("append", "A"),
+            ("snapshot", "A"),
+            ("append", "A"),
+            ("snapshot", "A"),
+            ("append", "B"),
+            ("rollback", "B"),
+        ]
         s = store.session("conv")
         s.rollback("after-0")
         assert [m.id for m in s.history()] == good[:2]
         s.rollback(saved)
         assert len(s.history()) == 6
         names = [x.name for x in s.snapshots()]
-        assert names == ["after-0", "after-1", saved, "auto:pre-rollback@v4",
-                         "auto:pre-rollback@v5"]
+        assert names == [
+            "after-0",
+            "after-1",
+            saved,
+            "auto:pre-rollback@v4",
+            "auto:pre-rollback@v5",
+        ]
 
     def test_lost_write_checker_finds_nothing(self, opener: Any, tmp_path: Path) -> None:
         """4 writer processes x 40 appends while 2 reader processes read: the
@@ -141,8 +151,9 @@ class ConcurrencyContract(ContractBase):
         report's samples and the kept history file; a non-prefix read means a reader
         saw a state no serial order of the appends produces."""
         self.require("multiprocess")
-        report = check_concurrent_appends(opener, writers=4, readers=2, appends=40,
-                                          history_file=tmp_path / "history.jsonl")
+        report = check_concurrent_appends(
+            opener, writers=4, readers=2, appends=40, history_file=tmp_path / "history.jsonl"
+        )
         assert report.ok, report.summary()
         assert report.outcomes == {"ok": 160, "failed": 0, "unknown": 0}, report.summary()
         assert report.messages == 320 and report.reads > 0, report.summary()

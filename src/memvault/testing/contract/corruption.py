@@ -23,8 +23,9 @@ CHAIN_DAMAGE = ("missing", "self-parent")
 deleted, or made its own parent."""
 
 
-def _loud(session_id: str, call: Callable[[], Any], expected: Any,
-          depth: int | None = None) -> bool:
+def _loud(
+    session_id: str, call: Callable[[], Any], expected: Any, depth: int | None = None
+) -> bool:
     """``call()`` returns ``expected`` (True) or raises CorruptRecordError naming the
     session, and ``depth`` if given (False); anything else fails the test."""
     try:
@@ -235,16 +236,14 @@ class CorruptionContract(ContractBase):
         s.append(msgs)
         s.summarize(Message.system("S1"), through=msgs[1].id)
         self.damage(store, "victim", 2, "summary")  # S1
-        calls: list[Callable[[], Any]] = [lambda: s.search("kiwi"),
-                                          lambda: store.search("kiwi")]
+        calls: list[Callable[[], Any]] = [lambda: s.search("kiwi"), lambda: store.search("kiwi")]
         for call in calls * 2:
             with pytest.raises(CorruptRecordError) as err:
                 call()
             assert (err.value.session_id, err.value.depth) == ("victim", 2)
 
     @pytest.mark.parametrize("at", [None, "here"])
-    def test_fork_of_a_missing_summary_makes_no_copy(self, store: Any,
-                                                     at: str | None) -> None:
+    def test_fork_of_a_missing_summary_makes_no_copy(self, store: Any, at: str | None) -> None:
         """fork (of the history, or at a snapshot) of a session whose summary is gone
         raises CorruptRecordError naming the session and the summary's depth, and
         makes no copy, however often it is tried: the new id stays free. Failing:
@@ -265,17 +264,35 @@ class CorruptionContract(ContractBase):
         assert store.session("copy").info() is None
         assert store.sessions() == ["victim"]
 
-    @pytest.mark.parametrize("body", [
-        "not json", "42", '{"v": 99, "m": {}}', "[]", '{"v": 1, "m": "text"}',
-        b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}',
-        '{"v":1,"m":{"role":"user","content":"hi"},"x":0}',
-        '{"v":1,"m":{"role":"user","content":"hi","x":0}}',
-        '{"v":1,"m":{"role":"wizard","content":"hi"}}',
-        '{"v":1,"m":{"role":"user","content":42}}',
-        '{"v":1,"m":{"role":"user","content":"hi","created_at":"yesterday"}}'],
-        ids=["not-json", "json-number", "version-99", "not-an-object", "m-not-an-object",
-             "not-utf8", "extra-envelope-key", "extra-message-key", "bad-role",
-             "bad-content", "bad-time"])
+    @pytest.mark.parametrize(
+        "body",
+        [
+            "not json",
+            "42",
+            '{"v": 99, "m": {}}',
+            "[]",
+            '{"v": 1, "m": "text"}',
+            b'{"v":1,"m":{"role":"user","content":"\xff\xfe not UTF-8"}}',
+            '{"v":1,"m":{"role":"user","content":"hi"},"x":0}',
+            '{"v":1,"m":{"role":"user","content":"hi","x":0}}',
+            '{"v":1,"m":{"role":"wizard","content":"hi"}}',
+            '{"v":1,"m":{"role":"user","content":42}}',
+            '{"v":1,"m":{"role":"user","content":"hi","created_at":"yesterday"}}',
+        ],
+        ids=[
+            "not-json",
+            "json-number",
+            "version-99",
+            "not-an-object",
+            "m-not-an-object",
+            "not-utf8",
+            "extra-envelope-key",
+            "extra-message-key",
+            "bad-role",
+            "bad-content",
+            "bad-time",
+        ],
+    )
     def test_undecodable_head_leaves_pop_undone(self, store: Any, body: str | bytes) -> None:
         """pop of a message that cannot be decoded (not JSON, not an envelope, an
         unknown format version; an envelope whose bytes are not UTF-8; an envelope
@@ -291,10 +308,10 @@ class CorruptionContract(ContractBase):
         self.corrupt(store, "victim", 2, body)
         _pop_refused(s, "victim", 2, 2)
 
-    @pytest.mark.parametrize(("kind", "read", "named"), [
-        ("event", "log", "event"), ("snapshot", "snapshots", "'here'")])
-    def test_damaged_record_is_loud(self, store: Any, kind: str, read: str,
-                                    named: str) -> None:
+    @pytest.mark.parametrize(
+        ("kind", "read", "named"), [("event", "log", "event"), ("snapshot", "snapshots", "'here'")]
+    )
+    def test_damaged_record_is_loud(self, store: Any, kind: str, read: str, named: str) -> None:
         """An event whose detail, or a snapshot whose record, cannot be decoded: log()
         or snapshots() raises CorruptRecordError naming the session and the record.
         Failing: a raw JSONDecodeError/TypeError.
@@ -308,9 +325,17 @@ class CorruptionContract(ContractBase):
             getattr(s, read)()
         assert err.value.session_id == "victim"
 
-    @pytest.mark.parametrize("kind", ["snapshot", "snapshot-length", "snapshot-head",
-                                      "snapshot-head-next", "snapshot-head-below-0",
-                                      "snapshot-base-below-0"])
+    @pytest.mark.parametrize(
+        "kind",
+        [
+            "snapshot",
+            "snapshot-length",
+            "snapshot-head",
+            "snapshot-head-next",
+            "snapshot-head-below-0",
+            "snapshot-base-below-0",
+        ],
+    )
     def test_a_damaged_snapshot_is_loud_everywhere(self, store: Any, kind: str) -> None:
         """A snapshot whose record cannot be decoded, or whose pointers cannot be right
         (a length, head or base below 0; a head beyond the session's nodes, by one
@@ -334,8 +359,10 @@ class CorruptionContract(ContractBase):
         with pytest.raises(CorruptRecordError, match="'here'") as err:
             s.snapshots()
         assert err.value.session_id == "victim"
-        calls: list[Callable[[], Any]] = [lambda: s.fork("copy", at="here"),
-                                          lambda: s.rollback("here")]
+        calls: list[Callable[[], Any]] = [
+            lambda: s.fork("copy", at="here"),
+            lambda: s.rollback("here"),
+        ]
         for call in calls:
             try:
                 call()
@@ -343,16 +370,26 @@ class CorruptionContract(ContractBase):
                 assert exc.session_id == "victim" and "'here'" in str(exc), exc
                 assert store.sessions() == ["victim"]
                 assert (s.info().version, [e.op for e in s.log()]) == (
-                    2, ["append", "snapshot", "append"])
+                    2,
+                    ["append", "snapshot", "append"],
+                )
                 assert texts(s.history()) == ["m0", "m1", "m2", "x0"]
             else:
                 assert kind == "snapshot", "a damaged snapshot went unnoticed"
 
-    @pytest.mark.parametrize("kind", ["event", "snapshot", "snapshot-length", "snapshot-head",
-                                      "snapshot-head-next", "snapshot-head-below-0",
-                                      "snapshot-base-below-0"])
-    def test_compact_over_a_damaged_record_is_loud_or_exact(self, store: Any,
-                                                            kind: str) -> None:
+    @pytest.mark.parametrize(
+        "kind",
+        [
+            "event",
+            "snapshot",
+            "snapshot-length",
+            "snapshot-head",
+            "snapshot-head-next",
+            "snapshot-head-below-0",
+            "snapshot-base-below-0",
+        ],
+    )
+    def test_compact_over_a_damaged_record_is_loud_or_exact(self, store: Any, kind: str) -> None:
         """compact over a session whose newest event or first snapshot is damaged
         refuses, again when repeated, with CorruptRecordError naming the session and
         the record exactly, and drops nothing (the events it would have dropped are all

@@ -68,8 +68,11 @@ class DurabilityContract(ContractBase):
             store.close()
         calls = {
             "append": lambda: kept.append(users(1)),
-            "history": kept.history, "info": kept.info, "log": kept.log,
-            "snapshots": kept.snapshots, "pop": kept.pop,
+            "history": kept.history,
+            "info": kept.info,
+            "log": kept.log,
+            "snapshots": kept.snapshots,
+            "pop": kept.pop,
             "snapshot": lambda: kept.snapshot("later"),
             "rollback": lambda: kept.rollback("cp"),
             "a new handle's append": lambda: store.session("new").append(users(1)),

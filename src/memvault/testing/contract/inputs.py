@@ -16,10 +16,23 @@ from memvault.testing.contract.base import ContractBase, texts
 
 WEIRD_IDS = [
     "'; DROP TABLE sessions; --",
-    'quote " and \' both',
-    "{braces}", "}{", "{", "a{b}c", "slash/and\\back", "../../etc/passwd",
-    "colon:star*?[glob]", "emoji 🙂 id", "line\nbreak", "tab\tspace ", "nul\x00id",
-    "%s%d", "memvault:{s}:head", "x" * 512, "ß", "SS",
+    "quote \" and ' both",
+    "{braces}",
+    "}{",
+    "{",
+    "a{b}c",
+    "slash/and\\back",
+    "../../etc/passwd",
+    "colon:star*?[glob]",
+    "emoji 🙂 id",
+    "line\nbreak",
+    "tab\tspace ",
+    "nul\x00id",
+    "%s%d",
+    "memvault:{s}:head",
+    "x" * 512,
+    "ß",
+    "SS",
 ]
 
 
@@ -35,17 +48,30 @@ def _unvalidated() -> list[Any]:
     model_construct), each one unreadable if stored."""
     m = Message.user("hi")
     updates: list[dict[str, Any]] = [
-        {"role": "robot"}, {"id": ""}, {"id": "x" * 300}, {"id": None}, {"content": 42},
-        {"tool_call_id": 7}, {"metadata": {"\ud800": 1}}, {"metadata": {"k": _nested(200)}},
-        {"content": None}, {"created_at": "yesterday"}, {"content": [5]}, {"name": 3},
-        {"tool_calls": (ToolCall(id="c", name="f"),)}, {"tool_calls": ("c",)},
+        {"role": "robot"},
+        {"id": ""},
+        {"id": "x" * 300},
+        {"id": None},
+        {"content": 42},
+        {"tool_call_id": 7},
+        {"metadata": {"\ud800": 1}},
+        {"metadata": {"k": _nested(200)}},
+        {"content": None},
+        {"created_at": "yesterday"},
+        {"content": [5]},
+        {"name": 3},
+        {"tool_calls": (ToolCall(id="c", name="f"),)},
+        {"tool_calls": ("c",)},
     ]
     call = ToolCall(id="c", name="f").model_copy(update={"arguments": {"a": 1}})
-    return [*(m.model_copy(update=u) for u in updates),
-            Message.assistant(None, tool_calls=[ToolCall(id="c", name="f")]).model_copy(
-                update={"tool_calls": (call,)}),
-            Message.model_construct(role="user", content="x", id=None),
-            Message.model_construct(role="wizard", content="x")]
+    return [
+        *(m.model_copy(update=u) for u in updates),
+        Message.assistant(None, tool_calls=[ToolCall(id="c", name="f")]).model_copy(
+            update={"tool_calls": (call,)}
+        ),
+        Message.model_construct(role="user", content="x", id=None),
+        Message.model_construct(role="wizard", content="x"),
+    ]
 
 
 class InputsContract(ContractBase):
@@ -57,28 +83,37 @@ class InputsContract(ContractBase):
         with pytest.raises(InvalidMessageError):
             store.session(bad_id)
 
-    @pytest.mark.parametrize("bad", [
-        pytest.param([], id="empty-batch"),
-        pytest.param([{"role": "wizard", "content": "x"}], id="unknown-role"),
-        pytest.param([{"role": "user", "content": "x", "metadata": {"s": {1, 2}}}], id="set"),
-        pytest.param([{"role": "user", "content": "x", "metadata": {"n": math.nan}}], id="nan"),
-        pytest.param([{"role": "user", "content": "x", "metadata": {"b": b"x"}}], id="bytes"),
-        pytest.param([{"role": "user", "content": "lone \ud83d surrogate"}], id="surrogate"),
-        pytest.param([{"role": "user", "content": None}], id="none-content"),
-        pytest.param([{"role": "user", "content": 5}], id="int-content"),
-        pytest.param([{"role": "user", "content": "x", "extra": 1}], id="unknown-field"),
-        pytest.param(["just a string"], id="not-a-message"),
-        pytest.param(Message.user("not in a list"), id="bare-message"),
-        pytest.param([{"role": "user", "content": "x", "metadata": {"\ud800": 1}}],
-                     id="surrogate-key"),
-        pytest.param([{"role": "user", "content": [{"type": "text", "\udfff": "x"}]}],
-                     id="surrogate-part-key"),
-        pytest.param([{"role": "user", "content": "x", "metadata": {"k": _nested(1000)}}],
-                     id="metadata-1000-deep"),
-        pytest.param([{"role": "user", "content": [{"k": _nested(101)}]}],
-                     id="content-101-deep"),
-        pytest.param((Message.user(str(i)) for i in range(2)), id="generator"),
-    ])
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            pytest.param([], id="empty-batch"),
+            pytest.param([{"role": "wizard", "content": "x"}], id="unknown-role"),
+            pytest.param([{"role": "user", "content": "x", "metadata": {"s": {1, 2}}}], id="set"),
+            pytest.param([{"role": "user", "content": "x", "metadata": {"n": math.nan}}], id="nan"),
+            pytest.param([{"role": "user", "content": "x", "metadata": {"b": b"x"}}], id="bytes"),
+            pytest.param([{"role": "user", "content": "lone \ud83d surrogate"}], id="surrogate"),
+            pytest.param([{"role": "user", "content": None}], id="none-content"),
+            pytest.param([{"role": "user", "content": 5}], id="int-content"),
+            pytest.param([{"role": "user", "content": "x", "extra": 1}], id="unknown-field"),
+            pytest.param(["just a string"], id="not-a-message"),
+            pytest.param(Message.user("not in a list"), id="bare-message"),
+            pytest.param(
+                [{"role": "user", "content": "x", "metadata": {"\ud800": 1}}], id="surrogate-key"
+            ),
+            pytest.param(
+                [{"role": "user", "content": [{"type": "text", "\udfff": "x"}]}],
+                id="surrogate-part-key",
+            ),
+            pytest.param(
+                [{"role": "user", "content": "x", "metadata": {"k": _nested(1000)}}],
+                id="metadata-1000-deep",
+            ),
+            pytest.param(
+                [{"role": "user", "content": [{"k": _nested(101)}]}], id="content-101-deep"
+            ),
+            pytest.param((Message.user(str(i)) for i in range(2)), id="generator"),
+        ],
+    )
     def test_bad_messages_write_nothing(self, store: Any, bad: Any) -> None:
         """Every malformed batch raises InvalidMessageError; the session stays absent
         even when a valid message precedes the bad one.
@@ -168,9 +203,11 @@ class InputsContract(ContractBase):
         s = store.session("s")
         s.append([Message.user("x")])
         calls: list[Callable[[], object]] = [
-            lambda: s.history(last=value), lambda: s.trim(keep_last=value),
+            lambda: s.history(last=value),
+            lambda: s.trim(keep_last=value),
             lambda: s.append([Message.user("y")], expect_version=value),
-            lambda: store.compact(keep_events=value)]
+            lambda: store.compact(keep_events=value),
+        ]
         for call in calls:
             with pytest.raises(InvalidArgumentError):
                 call()
@@ -194,9 +231,12 @@ class InputsContract(ContractBase):
         s.rollback("cp" + odd)
         s.fork("copy", at="cp" + odd)
         assert [e.detail for e in s.log()[1:]] == [
-            {"name": "cp" + odd}, {"message_id": "b" + odd},
+            {"name": "cp" + odd},
+            {"message_id": "b" + odd},
             {"messages": 1, "summary_id": "S" + odd, "through": "a" + odd},
-            {"summary_id": "S" + odd}, {"to": "cp" + odd, "saved": "auto:pre-rollback@v4"}]
+            {"summary_id": "S" + odd},
+            {"to": "cp" + odd, "saved": "auto:pre-rollback@v4"},
+        ]
         assert store.session("copy").log()[0].detail == {"from": "s" + odd, "at": "cp" + odd}
 
     def test_weird_session_ids_stay_isolated(self, store: Any) -> None:

@@ -20,8 +20,9 @@ TTL = 2.0
 ODD_IDS = ["100%", "a_b", "*", "{tag}", "x:y", "ünï cødé 🚀", "name with spaces", "Z"]
 
 
-def walk(store: Any, limit: int, between: Callable[[int], None] | None = None,
-         **options: Any) -> list[SessionInfo]:
+def walk(
+    store: Any, limit: int, between: Callable[[int], None] | None = None, **options: Any
+) -> list[SessionInfo]:
     """Every page of ``store.sessions_page(limit, **options)``, in order; ``between(k)``
     runs after page k (writes during the walk)."""
     out: list[SessionInfo] = []
@@ -44,8 +45,12 @@ def sort_key(info: SessionInfo, order: str) -> Any:
     after every date."""
     if order == "expires":
         return (info.expires_at is None, info.expires_at.timestamp() if info.expires_at else 0)
-    return {"id": 0, "version": info.version, "length": info.length,
-            "updated": info.updated_at.timestamp()}[order]
+    return {
+        "id": 0,
+        "version": info.version,
+        "length": info.length,
+        "updated": info.updated_at.timestamp(),
+    }[order]
 
 
 def check_order(listed: list[SessionInfo], order: str, descending: bool) -> None:
@@ -140,8 +145,7 @@ class PagingContract(ContractBase):
                 listed: list[str] = []
                 cursor = None
                 while True:
-                    page = store.sessions_page(5, cursor=cursor, order=order,
-                                               descending=descending)
+                    page = store.sessions_page(5, cursor=cursor, order=order, descending=descending)
                     listed += [i.session_id for i in page.sessions]
                     if page.cursor is None:
                         break
@@ -152,8 +156,10 @@ class PagingContract(ContractBase):
                         store.session(last).delete()
                     touched.append(last)
                 kept = [sid for sid in ids if sid not in touched]
-                assert [sid for sid in listed if sid in kept] == \
-                    sorted(kept, reverse=descending), (order, descending)
+                assert [sid for sid in listed if sid in kept] == sorted(kept, reverse=descending), (
+                    order,
+                    descending,
+                )
 
     def test_match_filters_ids(self, store: Any) -> None:
         """``match`` keeps the ids containing the text, taken literally (no pattern
@@ -166,8 +172,11 @@ class PagingContract(ContractBase):
         assert [i.session_id for i in walk(store, 2, match="*")] == ["*"]
         assert [i.session_id for i in walk(store, 2, match="{")] == ["{tag}"]
         assert [i.session_id for i in walk(store, 1, match="🚀")] == ["ünï cødé 🚀"]
-        assert [i.session_id for i in walk(store, 1, match="b", descending=True)] == \
-            ["axb", "ab", "a_b"]
+        assert [i.session_id for i in walk(store, 1, match="b", descending=True)] == [
+            "axb",
+            "ab",
+            "a_b",
+        ]
         assert walk(store, 3, match="nowhere") == []
 
     def test_pages_leave_out_expired_sessions(self, opener: Any) -> None:
@@ -196,10 +205,21 @@ class PagingContract(ContractBase):
         cursor = store.sessions_page(1).cursor
         assert cursor is not None
         bad: list[dict[str, Any]] = [
-            {"limit": 0}, {"limit": -1}, {"limit": True}, {"limit": "5"}, {"limit": 10**9},
-            {"order": "name"}, {"order": None}, {"descending": "yes"}, {"match": 5},
-            {"cursor": "not a cursor"}, {"cursor": ""}, {"cursor": 12}, {"cursor": cursor[:-3]},
-            {"cursor": cursor, "order": "version"}, {"cursor": cursor, "descending": True},
+            {"limit": 0},
+            {"limit": -1},
+            {"limit": True},
+            {"limit": "5"},
+            {"limit": 10**9},
+            {"order": "name"},
+            {"order": None},
+            {"descending": "yes"},
+            {"match": 5},
+            {"cursor": "not a cursor"},
+            {"cursor": ""},
+            {"cursor": 12},
+            {"cursor": cursor[:-3]},
+            {"cursor": cursor, "order": "version"},
+            {"cursor": cursor, "descending": True},
             {"cursor": cursor, "match": "a"},
         ]
         for kwargs in bad:

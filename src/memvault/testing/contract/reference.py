@@ -20,5 +20,9 @@ class ModelContract(ContractBase):
         after every step. Failing: Hypothesis prints the shortest sequence of steps
         that makes the backend disagree, and the diff names the session and the
         missing, extra or changed messages, snapshots or events."""
-        check_against_model(opener, reopen="persistent" in self.capabilities,
-                            max_examples=self.model_examples, steps=self.model_steps)
+        check_against_model(
+            opener,
+            reopen="persistent" in self.capabilities,
+            max_examples=self.model_examples,
+            steps=self.model_steps,
+        )

@@ -20,8 +20,12 @@ class SearchContract(ContractBase):
         found; popped messages are not; ``k`` caps the hits.
         Failing: search reads the context view, or hidden messages."""
         s = store.session("s")
-        msgs = [Message.user("the cat sat"), Message.user("a dog barked"),
-                Message.user("cat and cat again"), Message.user("nothing here")]
+        msgs = [
+            Message.user("the cat sat"),
+            Message.user("a dog barked"),
+            Message.user("cat and cat again"),
+            Message.user("nothing here"),
+        ]
         s.append(msgs)
         s.summarize(Message.system("summary: a cat, a dog"), through=msgs[1].id)
         s.append([Message.user("hidden cat")])
@@ -29,7 +33,10 @@ class SearchContract(ContractBase):
         hits = s.search("CAT")
         assert [h.message.content for h in hits][:1] == ["cat and cat again"]
         assert {h.message.content for h in hits} == {
-            "the cat sat", "summary: a cat, a dog", "cat and cat again"}
+            "the cat sat",
+            "summary: a cat, a dog",
+            "cat and cat again",
+        }
         assert {(h.position, h.session_id) for h in hits} == {(1, "s"), (3, "s"), (4, "s")}
         assert all(a.score >= b.score > 0 for a, b in itertools.pairwise(hits))
         assert len(s.search("cat", k=1)) == 1 and s.search("zebra") == []
@@ -50,13 +57,13 @@ class SearchContract(ContractBase):
         calls: list[Callable[[], object]] = [
             lambda: store.session("s").search("  ?! "),
             lambda: store.session("s").search("x", k=-1),
-            lambda: store.search("x", sessions="s")]
+            lambda: store.search("x", sessions="s"),
+        ]
         for call in calls:
             with pytest.raises(InvalidArgumentError):
                 call()
 
-    def test_hits_are_the_full_view_after_pops_rollbacks_and_summaries(self, store: Any
-                                                                       ) -> None:
+    def test_hits_are_the_full_view_after_pops_rollbacks_and_summaries(self, store: Any) -> None:
         """After pops, appends on top of them, a rollback, a trim and a summary, the
         hits (with a large k) are exactly the full view's messages holding a word of
         the query, at their full-view positions. Failing: an index that keeps hiding
@@ -74,8 +81,7 @@ class SearchContract(ContractBase):
         full = s.history(full=True)
         s.summarize(Message.system("apple summary"), through=full[2].id)
         full = s.history(full=True)
-        expected = {(i, m.content) for i, m in enumerate(full, 1)
-                    if "apple" in str(m.content)}
+        expected = {(i, m.content) for i, m in enumerate(full, 1) if "apple" in str(m.content)}
         hits = s.search("apple", k=100)
         assert {(h.position, h.message.content) for h in hits} == expected
         assert not any(h.hidden for h in hits)
@@ -89,8 +95,9 @@ class SearchContract(ContractBase):
         if not hasattr(store.backend, "search"):
             pytest.skip("the backend has no search index (it scans the full view)")
         s = store.session("s")
-        s.append([Message.user("kiwi trimmed"), Message.user("kiwi kept"),
-                  Message.user("kiwi popped")])
+        s.append(
+            [Message.user("kiwi trimmed"), Message.user("kiwi kept"), Message.user("kiwi popped")]
+        )
         s.pop()
         s.trim(keep_last=1)
         s.snapshot("before")
@@ -100,16 +107,23 @@ class SearchContract(ContractBase):
         s.pop()
         visible = s.search("kiwi")
         assert [(h.message.content, h.position, h.hidden) for h in visible] == [
-            ("kiwi kept", 1, False)]
-        found = {h.message.content: (h.position, h.hidden)
-                 for h in s.search("kiwi", include_hidden=True)}
-        assert found == {"kiwi kept": (1, False), "kiwi trimmed": (None, True),
-                         "kiwi popped": (None, True), "kiwi rolled back": (None, True),
-                         "kiwi summary undone": (None, True)}
+            ("kiwi kept", 1, False)
+        ]
+        found = {
+            h.message.content: (h.position, h.hidden) for h in s.search("kiwi", include_hidden=True)
+        }
+        assert found == {
+            "kiwi kept": (1, False),
+            "kiwi trimmed": (None, True),
+            "kiwi popped": (None, True),
+            "kiwi rolled back": (None, True),
+            "kiwi summary undone": (None, True),
+        }
         assert {h.session_id for h in store.search("kiwi", include_hidden=True)} == {"s"}
 
     def test_a_popped_message_stays_hidden_beside_another_session_s_summary(
-            self, store: Any) -> None:
+        self, store: Any
+    ) -> None:
         """A message popped and written over (stored, off the chain, at a depth the
         chain reaches again) is not found, while another session holds exactly as
         many summaries as this one holds such messages. Failing: PostgreSQL's check
@@ -126,8 +140,7 @@ class SearchContract(ContractBase):
         assert store.search("kiwi") == []
         assert [h.message.content for h in store.search("summary")] == ["summary"]
 
-    def test_a_popped_message_a_snapshot_keeps_stays_hidden_after_compact(
-            self, store: Any) -> None:
+    def test_a_popped_message_a_snapshot_keeps_stays_hidden_after_compact(self, store: Any) -> None:
         """A message popped and written over, kept by a snapshot, is not found after
         compact deleted the session's other popped messages (the session then stores
         fewer nodes than it made, as many as it made off its chain). Failing:
@@ -149,8 +162,7 @@ class SearchContract(ContractBase):
         s.rollback("keep")
         assert [h.message.content for h in s.search("kiwi")] == ["kiwi old"]
 
-    def test_a_popped_message_stays_hidden_when_summaries_fill_the_count(
-            self, store: Any) -> None:
+    def test_a_popped_message_stays_hidden_when_summaries_fill_the_count(self, store: Any) -> None:
         """A popped message, kept by a snapshot, stays hidden when compact deleted the
         trimmed nodes below it: the session stores 2 messages and 1 summary at depth
         4, its chain not linear. Failing: a memory mutant adding the summaries to the
@@ -158,8 +170,7 @@ class SearchContract(ContractBase):
         for linear and found the popped message (it survived the suite).
         """
         s = store.session("s")
-        s.append([Message.user("a"), Message.user("b"), Message.user("c"),
-                  Message.user("kiwi")])
+        s.append([Message.user("a"), Message.user("b"), Message.user("c"), Message.user("kiwi")])
         s.trim(keep_last=1)
         s.snapshot("keep")
         s.pop()
@@ -205,7 +216,9 @@ class SearchContract(ContractBase):
         s.append([Message.user(f"kiwi {i}") for i in range(4)])
         s.trim(keep_last=2)
         assert sorted((h.message.content, h.position) for h in s.search("kiwi")) == [
-            ("kiwi 2", 1), ("kiwi 3", 2)]
+            ("kiwi 2", 1),
+            ("kiwi 3", 2),
+        ]
 
     def test_messages_written_after_a_search_are_found(self, store: Any) -> None:
         """Messages appended to a session after a search are found by the next one,
@@ -220,8 +233,7 @@ class SearchContract(ContractBase):
         b.append([Message.user("kiwi late")])
         assert [h.message.content for h in store.search("kiwi")] == ["kiwi late"]
 
-    def test_store_search_skips_deleted_and_forked_copies_stand_alone(self, store: Any
-                                                                      ) -> None:
+    def test_store_search_skips_deleted_and_forked_copies_stand_alone(self, store: Any) -> None:
         """A deleted session is not found; a fork's messages are found in the fork at
         its own positions. Failing: index rows outliving their session."""
         a = store.session("a")
@@ -244,8 +256,12 @@ class SearchContract(ContractBase):
         documents (PostgreSQL's purge leaving its search_docs rows survived the suite).
         """
         s = store.session("s")
-        s.append([Message.user("melon"),
-                  Message.user("melon melon melon " + " ".join(f"w{i}" for i in range(7)))])
+        s.append(
+            [
+                Message.user("melon"),
+                Message.user("melon melon melon " + " ".join(f"w{i}" for i in range(7))),
+            ]
+        )
         before = [h.message.content for h in s.search("melon")]
         gone = store.session("gone")
         gone.append([Message.user(" ".join(f"x{i}" for i in range(2000))) for _ in range(3)])
@@ -270,8 +286,9 @@ class SearchContract(ContractBase):
 
         before = scores()
         t = store.session("t")
-        t.append([Message.user("melon melon fig"), Message.user("fig melon"),
-                  Message.user("fig words")])
+        t.append(
+            [Message.user("melon melon fig"), Message.user("fig melon"), Message.user("fig words")]
+        )
         assert len(store.search("melon", k=10)) == 4  # t's messages are indexed
         t.trim(keep_last=1)
         stand_in.delete()  # t's last message stands in for it
@@ -279,11 +296,13 @@ class SearchContract(ContractBase):
         after = scores()
         assert [text for text, _ in after] == [text for text, _ in before]
         assert [score for _, score in after] == pytest.approx(
-            [score for _, score in before], rel=1e-9)
+            [score for _, score in before], rel=1e-9
+        )
 
     @pytest.mark.parametrize("seed", range(3))
     def test_hits_are_the_full_view_after_random_pops_and_rollbacks(
-            self, store: Any, seed: int) -> None:
+        self, store: Any, seed: int
+    ) -> None:
         """After random appends, pops, rollbacks and summaries, every cut ``k`` of
         the ranking is the first ``k`` hits of the whole ranking, and the whole one
         is exactly the full view's messages holding a word of the query. Failing: a
@@ -302,27 +321,55 @@ class SearchContract(ContractBase):
             elif roll < 0.4 and s.snapshots():
                 s.rollback(rng.choice(s.snapshots()).name)
             elif roll < 0.5 and (after := [m for m in s.history() if m.role == "user"]):
-                s.summarize(Message.system("summary " + rng.choice(vocabulary)),
-                            through=rng.choice(after).id)
+                s.summarize(
+                    Message.system("summary " + rng.choice(vocabulary)),
+                    through=rng.choice(after).id,
+                )
             else:
-                s.append([Message.user(" ".join(rng.choices(vocabulary, k=rng.randint(1, 5))))
-                          for _ in range(rng.randint(1, 6))])
+                s.append(
+                    [
+                        Message.user(" ".join(rng.choices(vocabulary, k=rng.randint(1, 5))))
+                        for _ in range(rng.randint(1, 6))
+                    ]
+                )
         full = s.history(full=True)
         for query in ("cat", "ant fox", "summary bee"):
             everything = s.search(query, k=1000)
             words = set(query.split())
             assert sorted(h.position for h in everything) == [
-                i for i, m in enumerate(full, 1) if words & set(str(m.content).split())]
+                i for i, m in enumerate(full, 1) if words & set(str(m.content).split())
+            ]
             for h in everything:
                 assert full[h.position - 1] == h.message
             for k in (1, 2, 5):
                 assert [h.score for h in s.search(query, k=k)] == pytest.approx(
-                    [h.score for h in everything[:k]], rel=1e-9)
+                    [h.score for h in everything[:k]], rel=1e-9
+                )
 
-    @pytest.mark.parametrize("query", [
-        '"cat', 'cat"', "cat*", "NEAR(cat dog)", "cat NEAR dog", "words:cat", "cat & dog",
-        "!cat", "cat | dog", "(cat", "cat)", "cat\x00dog", "cat\ud800dog", "'cat'",
-        "cat:*", "AND cat OR NOT dog", "-cat", "^cat", "cat" + " dog" * 200_000])
+    @pytest.mark.parametrize(
+        "query",
+        [
+            '"cat',
+            'cat"',
+            "cat*",
+            "NEAR(cat dog)",
+            "cat NEAR dog",
+            "words:cat",
+            "cat & dog",
+            "!cat",
+            "cat | dog",
+            "(cat",
+            "cat)",
+            "cat\x00dog",
+            "cat\ud800dog",
+            "'cat'",
+            "cat:*",
+            "AND cat OR NOT dog",
+            "-cat",
+            "^cat",
+            "cat" + " dog" * 200_000,
+        ],
+    )
     def test_query_syntax_is_only_words(self, store: Any, query: str) -> None:
         """FTS5 and tsquery syntax, NUL, a lone surrogate, a megabyte query: only
         their words are searched, never a backend error. Failing: the query reaches

@@ -18,7 +18,7 @@ AWKWARD_TEXTS = [
     "\u202eRTL override\u202c and \u200f mark",
     "emoji 👩‍💻🏳️‍🌈 and astral 𝄞",
     "中文, 日本語, 한국어",
-    'quotes \' " ` and \\ backslash',
+    "quotes ' \" ` and \\ backslash",
     "line\nbreaks\r\n\ttabs",
     "{braces} [brackets] %s %(x)s $1 ${x}",
     "\ufeff BOM and \uffff noncharacter",
@@ -47,21 +47,38 @@ class SerializationContract(ContractBase):
         sent = [
             Message.system("be brief", id="sys-1", created_at=when),
             Message.developer("dev note", name="ops"),
-            Message.user([{"type": "text", "text": "hi"}, {"type": "image_url",
-                          "image_url": {"url": "data:image/png;base64,AAAA"}}], name="wang"),
-            Message.assistant(None, tool_calls=[
-                ToolCall(id="call_1", name="search", arguments='{"q": "x",  "n":1.50}'),
-                ToolCall(id="call_2", name="bad", arguments="{not json"),
-            ]),
+            Message.user(
+                [
+                    {"type": "text", "text": "hi"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                ],
+                name="wang",
+            ),
+            Message.assistant(
+                None,
+                tool_calls=[
+                    ToolCall(id="call_1", name="search", arguments='{"q": "x",  "n":1.50}'),
+                    ToolCall(id="call_2", name="bad", arguments="{not json"),
+                ],
+            ),
             Message.tool("result \x00", tool_call_id="call_1"),
-            Message.assistant("done", metadata={"model": "m", "usage": {"in": 3, "out": 1.5},
-                                                "tags": ["a", None, True], "big": 2**62}),
+            Message.assistant(
+                "done",
+                metadata={
+                    "model": "m",
+                    "usage": {"in": 3, "out": 1.5},
+                    "tags": ["a", None, True],
+                    "big": 2**62,
+                },
+            ),
         ]
         s.append(sent)
         back = s.history()
         assert back == sent
-        assert back[0].created_at == when and back[3].tool_calls[0].arguments == \
-            '{"q": "x",  "n":1.50}'
+        assert (
+            back[0].created_at == when
+            and back[3].tool_calls[0].arguments == '{"q": "x",  "n":1.50}'
+        )
 
     def test_popped_message_comes_back_exactly(self, store: Any) -> None:
         """pop returns the message as it was written.
@@ -79,8 +96,7 @@ class SerializationContract(ContractBase):
         self.require("corrupt")
         s = store.session("victim")
         s.append([Message.user("a"), Message.user("b"), Message.user("c")])
-        for bad in ['{"v": 99, "m": {}}', "not json", "[]",
-                    pickle.dumps([]).decode("latin-1")]:
+        for bad in ['{"v": 99, "m": {}}', "not json", "[]", pickle.dumps([]).decode("latin-1")]:
             self.corrupt(store, "victim", 2, bad)
             with pytest.raises(CorruptRecordError) as err:
                 s.history()
@@ -107,8 +123,10 @@ class SerializationContract(ContractBase):
         frozen, its dicts and lists are not) changes nothing another read returns.
         Failing: reads hand out one shared object for the same stored record."""
         s = store.session("s")
-        sent = [Message.user("flat", metadata={"k": "v"}),
-                Message.user([{"type": "text", "text": "part"}], metadata={"k": [1]})]
+        sent = [
+            Message.user("flat", metadata={"k": "v"}),
+            Message.user([{"type": "text", "text": "part"}], metadata={"k": [1]}),
+        ]
         s.append(sent)
         first = s.history()
         first[0].metadata["k"] = "changed"

@@ -34,8 +34,11 @@ class SummariesContract(ContractBase):
         assert (info.version, info.length, info.summarized) == (2, 4, 3)
         event = s.log()[-1]
         assert (event.op, event.version) == ("summarize", 2)
-        assert event.detail == {"summary_id": s.history()[0].id, "through": msgs[2].id,
-                                "messages": 3}
+        assert event.detail == {
+            "summary_id": s.history()[0].id,
+            "through": msgs[2].id,
+            "messages": 3,
+        }
 
     def test_history_last_around_the_summary(self, store: Any) -> None:
         """history(last=N) counts the summary as the oldest message of the view; in
@@ -88,8 +91,7 @@ class SummariesContract(ContractBase):
         assert s.info().version == 2 and s.info().summarized == 0
         assert s.summarize(Message.system("S"), through=msgs[1].id, expect_version=2) == 3
         with pytest.raises(ConflictError, match="at version 0"):  # a missing session
-            store.session("nobody").summarize(Message.system("S"), through="x",
-                                              expect_version=1)
+            store.session("nobody").summarize(Message.system("S"), through="x", expect_version=1)
 
     def test_bad_through_writes_nothing(self, store: Any) -> None:
         """An unknown, popped or already summarized ``through``, a summary on a
@@ -97,9 +99,12 @@ class SummariesContract(ContractBase):
         naming the session and the message, and nothing written.
         Failing: summarize checks after writing, or not at all, or names the wrong
         session or message."""
+
         def unknown(session: str, through: str) -> str:
-            return (f"session {session!r} has no message {through!r} to summarize through; "
-                    "nothing was written")
+            return (
+                f"session {session!r} has no message {through!r} to summarize through; "
+                "nothing was written"
+            )
 
         with pytest.raises(InvalidMessageError, match=f"^{re.escape(unknown('nobody', 'nope'))}$"):
             store.session("nobody").summarize(Message.system("S"), through="nope")
@@ -111,20 +116,29 @@ class SummariesContract(ContractBase):
             "nope": unknown("s", "nope"),
             "": "through must be a message id (a non-empty string), not ''",
             msgs[5].id: f"message {msgs[5].id!r} is not in the visible history of session "
-                        "'s' (popped, trimmed, cleared, rolled back or itself a summary); "
-                        "nothing was written",
-            **{m.id: f"message {m.id!r} of session 's' is already summarized: a new summary "
-                     "must reach past the previous one; nothing was written" for m in msgs[1:3]},
+            "'s' (popped, trimmed, cleared, rolled back or itself a summary); "
+            "nothing was written",
+            **{
+                m.id: f"message {m.id!r} of session 's' is already summarized: a new summary "
+                "must reach past the previous one; nothing was written"
+                for m in msgs[1:3]
+            },
         }
         for through, text in refusals.items():
             with pytest.raises(InvalidMessageError, match=f"^{re.escape(text)}$"):
                 s.summarize(Message.system("X"), through=through)
-        with pytest.raises(DuplicateMessageError, match=re.escape(
+        with pytest.raises(
+            DuplicateMessageError,
+            match=re.escape(
                 f"session 's': 1 of 1 message ids are already stored (e.g. {msgs[0].id!r});"
-                " nothing was written")):
+                " nothing was written"
+            ),
+        ):
             s.summarize(msgs[0], through=msgs[4].id)
-        with pytest.raises(ConflictError, match=re.escape(
-                f"session 's' is at version {state[0]}, expected {state[0] + 5}")):
+        with pytest.raises(
+            ConflictError,
+            match=re.escape(f"session 's' is at version {state[0]}, expected {state[0] + 5}"),
+        ):
             s.summarize(Message.system("X"), through=msgs[4].id, expect_version=state[0] + 5)
         assert (s.info().version, texts(s.history(full=True))) == state
 
@@ -325,8 +339,7 @@ class SummariesContract(ContractBase):
         assert texts(s.history()) == ["S", "m3", "m4", "m5"]
         assert texts(s.history(full=True)) == ["m0", "m1", "m2", "S", "m3", "m4", "m5"]
 
-    def test_compact_deletes_an_undone_summary_and_keeps_every_event(self, store: Any
-                                                                     ) -> None:
+    def test_compact_deletes_an_undone_summary_and_keeps_every_event(self, store: Any) -> None:
         """A summary pop undid is garbage even while every event is kept (the log
         records heads and bases, never summaries): compact deletes it, drops no event,
         and the session's search still tells a popped message from the chain.
@@ -347,6 +360,7 @@ class SummariesContract(ContractBase):
         assert texts(s.history(full=True)) == ["alpha", "beta", "delta"]
         if hasattr(store.backend, "search"):  # a search index, which finds hidden ones
             assert s.search("gamma") == []
-            assert [(h.message.id, h.position) for h in
-                    s.search("gamma", include_hidden=True)] == [("c", None)]
+            assert [(h.message.id, h.position) for h in s.search("gamma", include_hidden=True)] == [
+                ("c", None)
+            ]
             assert [(h.message.id, h.position) for h in s.search("delta")] == [("d", 3)]

@@ -104,7 +104,11 @@ class TtlContract(ContractBase):
             expires = clock.now + 60
             clock.now = expires - 0.001
             assert (s.info().length, len(s.history()), len(s.snapshots()), len(s.log())) == (
-                2, 2, 1, 2)
+                2,
+                2,
+                1,
+                2,
+            )
             assert (len(s.history(last=1)), len(s.history(full=True))) == (1, 2)
             assert store.sessions() == ["other", "s"]
             assert len(store.search("m0")) == 2
@@ -123,7 +127,8 @@ class TtlContract(ContractBase):
             store.close()
 
     def test_a_write_restarts_an_expired_session_from_nothing(
-            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self, opener: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """The first write to an expired session starts it from the empty history,
         whichever write it is: a snapshot taken first holds no message (it is listed,
         and rolling back to it empties the session); an append restarts it so that
@@ -154,7 +159,8 @@ class TtlContract(ContractBase):
             store.close()
 
     def test_compact_purges_an_expired_session_beside_live_ones(
-            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self, opener: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """compact removes an expired session, and only it: a live one beside it
         keeps its messages. Failing: PostgreSQL's compact_step, purging an expired
         session, deleted the rows of the others (a mutant survived the suite).
@@ -176,7 +182,8 @@ class TtlContract(ContractBase):
             store.close()
 
     def test_a_write_without_ttl_makes_the_session_permanent(
-            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self, opener: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """Each write sets the expiry from its own store's ttl: a write through a store
         opened without one leaves the session with no expiry, still there long after
         the old expiry; a later write with a ttl sets one again. Failing: the old expiry
@@ -228,8 +235,7 @@ class TtlContract(ContractBase):
                 time.sleep(TTL * 0.6)
                 s.append(users(1, f"w{i}"))
             assert [x.name for x in s.snapshots()] == ["cp"]
-            assert [e.op for e in s.log()] == ["append", "snapshot", "append", "append",
-                                                "append"]
+            assert [e.op for e in s.log()] == ["append", "snapshot", "append", "append", "append"]
             s.rollback("cp")
             assert texts(s.history()) == ["m0", "m1"]
 
@@ -256,7 +262,6 @@ class TtlContract(ContractBase):
             s.append([Message.user("fresh")])
             hidden = hasattr(store.backend, "search")
             assert s.search("melon", include_hidden=hidden) == []
-            assert [(h.position, h.message.content) for h in s.search("fresh")] == [
-                (1, "fresh")]
+            assert [(h.position, h.message.content) for h in s.search("fresh")] == [(1, "fresh")]
         finally:
             store.close()

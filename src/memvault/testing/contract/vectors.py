@@ -22,8 +22,12 @@ from memvault.testing.contract.ttl import FrozenClock
 from memvault.vectors import Index, text_key, vector_store
 from memvault.words import text_of
 
-CONCEPTS = ({"cat", "cats", "kitten", "feline"}, {"dog", "puppy", "canine"},
-            {"car", "automobile", "vehicle"}, {"money", "invoice", "payment", "bill"})
+CONCEPTS = (
+    {"cat", "cats", "kitten", "feline"},
+    {"dog", "puppy", "canine"},
+    {"car", "automobile", "vehicle"},
+    {"money", "invoice", "payment", "bill"},
+)
 
 
 class ConceptEmbedder:
@@ -31,8 +35,7 @@ class ConceptEmbedder:
     hashed (stably) into the rest. ``fail_on``: a word whose presence makes ``embed``
     raise (a failing embedding service)."""
 
-    def __init__(self, dims: int = 16, name: str = "concepts", fail_on: str | None = None
-                 ) -> None:
+    def __init__(self, dims: int = 16, name: str = "concepts", fail_on: str | None = None) -> None:
         self.dims, self.name, self.fail_on = dims, name, fail_on
         self.calls = 0
 
@@ -88,8 +91,7 @@ class VectorsContract(ContractBase):
         yield store
         store.close()
 
-    def test_the_vector_store_names_its_space_and_drops_what_is_gone(
-            self, semantic: Any) -> None:
+    def test_the_vector_store_names_its_space_and_drops_what_is_gone(self, semantic: Any) -> None:
         """The first embedded write records the embedder's space, read back by
         ``vector_space()``; ``drop_vectors`` of keys not (or no longer) stored is a
         no-op, as when two compacts reclaim the same vector. Failing: memory mutants
@@ -113,8 +115,12 @@ class VectorsContract(ContractBase):
         hidden one, at a plain int position. Failing: vectors not stored or read, the
         context view searched, popped messages found, or numpy numbers in a Hit."""
         s = semantic.session("s")
-        msgs = [Message.user("the cat sat on the mat"), Message.user("we drove the automobile"),
-                Message.user("a dog barked twice"), Message.user("stock prices fell")]
+        msgs = [
+            Message.user("the cat sat on the mat"),
+            Message.user("we drove the automobile"),
+            Message.user("a dog barked twice"),
+            Message.user("stock prices fell"),
+        ]
         s.append(msgs)
         s.summarize(Message.system("summary: an invoice was paid"), through=msgs[1].id)
         s.append([Message.user("a hidden kitten")])
@@ -130,8 +136,9 @@ class VectorsContract(ContractBase):
     def test_hybrid_ranks_words_and_meaning_together(self, semantic: Any) -> None:
         """A message matching the query's words and meaning outranks one matching
         only its meaning; store.search fuses every session. Failing: one list ignored."""
-        semantic.session("a").append([Message.user("my kitten sleeps"),
-                                      Message.user("feline friends")])
+        semantic.session("a").append(
+            [Message.user("my kitten sleeps"), Message.user("feline friends")]
+        )
         semantic.session("b").append([Message.user("the cat purrs")])
         hits = semantic.search("cat")
         assert contents(hits)[0] == "the cat purrs"
@@ -163,8 +170,9 @@ class VectorsContract(ContractBase):
         finally:
             bad.close()
 
-    def test_messages_written_without_the_embedder_are_found(self, opener: Any,
-                                                            semantic: Any) -> None:
+    def test_messages_written_without_the_embedder_are_found(
+        self, opener: Any, semantic: Any
+    ) -> None:
         """Messages appended by a handle with no embedder are still ranked by meaning
         (embedded at query time). Failing: they are silently left out."""
         self.require("persistent")
@@ -175,8 +183,9 @@ class VectorsContract(ContractBase):
             plain.close()
         assert contents(semantic.session("s").search("cat")) == ["a feline on the roof"]
 
-    def test_moving_to_another_embedder_forgets_the_old_vectors(self, semantic: Any,
-                                                                 opener: Any) -> None:
+    def test_moving_to_another_embedder_forgets_the_old_vectors(
+        self, semantic: Any, opener: Any
+    ) -> None:
         """``memvault reindex --replace`` (``set_vector_space(space, reset=True)``, then
         a reindex) deletes the old embedder's vectors: the new one's rank the messages.
         Failing: the old vectors stayed (they are keyed by text alone), so the reindex
@@ -228,8 +237,12 @@ class VectorsContract(ContractBase):
         try:
             U = Message.user
             a, b, c = store.session("a"), store.session("b"), store.session("c")
-            cat, shared, kitten, tail = (U("the cat sat"), U("shared words"),
-                                         U("a popped kitten"), U("a dog barked"))
+            cat, shared, kitten, tail = (
+                U("the cat sat"),
+                U("shared words"),
+                U("a popped kitten"),
+                U("a dog barked"),
+            )
             a.append([cat, shared, kitten])
             a.snapshot("cp")  # holds the kitten once popped
             a.pop()
@@ -237,15 +250,19 @@ class VectorsContract(ContractBase):
             summary = Message.system("summary: a puppy")
             b.summarize(summary, through=tail.id)
             car, doomed = U("we drove the automobile"), U("an invoice to drop")
-            call = Message.assistant(name="agent", tool_calls=[
-                ToolCall(id="c1", name="book_vehicle", arguments='{"kind": "car"}')])
+            call = Message.assistant(
+                name="agent",
+                tool_calls=[ToolCall(id="c1", name="book_vehicle", arguments='{"kind": "car"}')],
+            )
             parts = U([{"type": "text", "text": "a vehicle"}, {"type": "image_url"}])
             c.append([car, call, parts, doomed])
             c.pop()  # only its event reaches the invoice
             live = keys_of(cat, shared, kitten, tail, summary, car, call, parts, doomed)
             assert stored_keys(store) == live
-            found = {q: [(h.session_id, h.message.content) for h in store.search(q)]
-                     for q in ("kitten", "shared")}
+            found = {
+                q: [(h.session_id, h.message.content) for h in store.search(q)]
+                for q in ("kitten", "shared")
+            }
             assert found["kitten"][0] == ("a", "the cat sat")
             assert ("a", "shared words") in found["shared"]
 
@@ -262,7 +279,8 @@ class VectorsContract(ContractBase):
             assert stored_keys(store) == keys_of(cat, shared, kitten)
             for query in ("kitten", "shared"):  # a's hits, as before compact
                 assert contents(store.search(query)) == [
-                    text for sid, text in found[query] if sid == "a"]
+                    text for sid, text in found[query] if sid == "a"
+                ]
                 assert embedder.last == [query]  # every visible text had its vector
 
             doomed = U("a doomed feline")
@@ -277,7 +295,8 @@ class VectorsContract(ContractBase):
             store.close()
 
     def test_compact_reclaims_the_vectors_of_expired_sessions(
-            self, opener: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self, opener: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """An expired session's vectors go with it at compact, from its expiry instant
         on; a session without expiry keeps its own. Failing: expiry leaks vectors."""
         self.require("vectors")
@@ -306,7 +325,7 @@ class _Shifted(ConceptEmbedder):
     def _one(self, text: str) -> list[float]:
         vector = super()._one(text)
         n = len(CONCEPTS)
-        return [vector[n - 1], *vector[:n - 1], *vector[n:]]
+        return [vector[n - 1], *vector[: n - 1], *vector[n:]]
 
 
 class _WrongShape(ConceptEmbedder):

@@ -34,8 +34,9 @@ class WritesContract(ContractBase):
         assert s.append(batch) == 1
         assert s.append(batch) == 1
         assert len(s.history()) == 200 and len(s.log()) == 1
-        with pytest.raises(DuplicateMessageError,
-                           match=r": 1 of 200 message ids are already stored"):
+        with pytest.raises(
+            DuplicateMessageError, match=r": 1 of 200 message ids are already stored"
+        ):
             s.append([*users(199, "new"), batch[150]])
         assert len(s.history()) == 200 and s.info().version == 1
 
@@ -68,8 +69,9 @@ class WritesContract(ContractBase):
         assert texts(s.history()) == ["m0"] and s.info().version == 1
         s.append([Message.user(i, id=i) for i in "bdf"])
         batch = [Message.user(i, id=i) for i in "adbz"]
-        with pytest.raises(DuplicateMessageError,
-                           match=r"2 of 4 message ids are already stored \(e\.g\. 'b'\)"):
+        with pytest.raises(
+            DuplicateMessageError, match=r"2 of 4 message ids are already stored \(e\.g\. 'b'\)"
+        ):
             s.append(batch)
         assert texts(s.history()) == ["m0", "b", "d", "f"] and s.info().version == 2
 

@@ -18,7 +18,6 @@ from pydantic_ai.messages import (
     BinaryImage,
     DocumentUrl,
     ImageUrl,
-    ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
@@ -39,13 +38,13 @@ from memvault import (
     Message,
     ToolCall,
 )
-from memvault.cli import app
+from memvault.cli.app import app
 from memvault.integrations.pydantic_ai import (
     PAYLOAD_KEY,
     MemvaultHistory,
     UnsupportedMessageError,
 )
-from tests.support.pydantic_ai_agents import HOSTILE, make_agent
+from tests.support.pydantic_ai_agents import HOSTILE, make_agent, orphans
 
 PROMPTS: list[Any] = [
     "Add one and two, please.",
@@ -70,19 +69,6 @@ def store(any_store_url: str) -> Iterator[memvault.Store]:
 async def async_store(any_store_url: str) -> AsyncIterator[memvault.AsyncStore]:
     async with memvault.open_async(any_store_url) as store:
         yield store
-
-
-def orphans(messages: list[ModelMessage]) -> list[str]:
-    """Tool results whose call no earlier response in ``messages`` holds."""
-    called: set[str] = set()
-    lost = []
-    for m in messages:
-        for p in m.parts:
-            if isinstance(m, ModelResponse) and isinstance(p, ToolCallPart):
-                called.add(p.tool_call_id)
-            elif isinstance(p, ToolReturnPart) and p.tool_call_id not in called:
-                lost.append(p.tool_call_id)
-    return lost
 
 
 def test_run_sync_turns_load_back_exactly(store: memvault.Store) -> None:

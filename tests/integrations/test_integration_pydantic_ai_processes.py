@@ -19,7 +19,7 @@ from pydantic_ai.messages import CompactionPart, ModelMessagesTypeAdapter, Model
 
 from memvault.integrations.pydantic_ai import MemvaultHistory
 from tests.support.backends import BACKENDS
-from tests.support.pydantic_ai_agents import make_agent
+from tests.support.pydantic_ai_agents import make_agent, stored_models
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from memvault import ConflictError
 from memvault.integrations.pydantic_ai import MemvaultHistory, MemvaultSummarizer
-from tests.support.pydantic_ai_agents import make_agent
+from tests.support.pydantic_ai_agents import make_agent, stored_models
 
 url, name, mode, folder = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
 
@@ -147,11 +147,7 @@ def test_a_summary_written_while_another_process_saves_loses_nothing(
     alpha, beta = (outcome(tmp_path, name)[1] for name in ("alpha", "beta"))
     with MemvaultHistory.from_conn_string(url, "shared") as history:
         loaded = history.load()
-        full = ModelMessagesTypeAdapter.validate_json(
-            "["
-            + ",".join(str(m.metadata["pydantic_ai"]) for m in history.session.history(full=True))
-            + "]"
-        )
+        full = stored_models(history.session.history(full=True))
         info = history.session.info()
     summary = [
         m for m in full if isinstance(m, ModelRequest) and isinstance(m.parts[0], CompactionPart)

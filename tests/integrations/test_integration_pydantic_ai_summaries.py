@@ -14,19 +14,16 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
-    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     TextPart,
-    ToolCallPart,
-    ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import memvault
 from memvault import ConfigurationError, InvalidArgumentError
-from memvault.integrations.pydantic_ai import PAYLOAD_KEY, MemvaultHistory, MemvaultSummarizer
-from tests.support.pydantic_ai_agents import make_agent
+from memvault.integrations.pydantic_ai import MemvaultHistory, MemvaultSummarizer
+from tests.support.pydantic_ai_agents import make_agent, orphans, stored_models
 
 TURNS = ["one", "two", "three", "four"]
 
@@ -35,24 +32,6 @@ TURNS = ["one", "two", "three", "four"]
 def store(any_store_url: str) -> Iterator[memvault.Store]:
     with memvault.open(any_store_url) as store:
         yield store
-
-
-def orphans(messages: list[ModelMessage]) -> list[str]:
-    called: set[str] = set()
-    lost = []
-    for m in messages:
-        for p in m.parts:
-            if isinstance(m, ModelResponse) and isinstance(p, ToolCallPart):
-                called.add(p.tool_call_id)
-            elif isinstance(p, ToolReturnPart) and p.tool_call_id not in called:
-                lost.append(p.tool_call_id)
-    return lost
-
-
-def as_models(stored: list[memvault.Message]) -> list[ModelMessage]:
-    return ModelMessagesTypeAdapter.validate_json(
-        "[" + ",".join(str(m.metadata[PAYLOAD_KEY]) for m in stored) + "]"
-    )
 
 
 def summaries(messages: list[ModelMessage]) -> list[str]:
@@ -93,7 +72,7 @@ def test_a_long_conversation_is_summarized_in_memvault(store: memvault.Store) ->
     info = history.session.info()
     assert info is not None and info.summarized > 0
     # every original is kept, in order, each summary after the last message it stands for
-    full = as_models(history.session.history(full=True))
+    full = stored_models(history.session.history(full=True))
     assert [m for m in full if not summaries([m])] == saved
     assert len(saved) == 24 and len(full) == 24 + len(summarize.calls)
     loaded = history.load()

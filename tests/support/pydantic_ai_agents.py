@@ -15,6 +15,7 @@ from typing import Any
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     TextPart,
@@ -92,6 +93,26 @@ async def streamed(
     text = _answer(messages)
     for i in range(0, len(text), 7):
         yield text[i : i + 7]
+
+
+def orphans(messages: list[ModelMessage]) -> list[str]:
+    """Tool results whose call no earlier response in ``messages`` holds."""
+    called: set[str] = set()
+    lost = []
+    for m in messages:
+        for p in m.parts:
+            if isinstance(m, ModelResponse) and isinstance(p, ToolCallPart):
+                called.add(p.tool_call_id)
+            elif isinstance(p, ToolReturnPart) and p.tool_call_id not in called:
+                lost.append(p.tool_call_id)
+    return lost
+
+
+def stored_models(stored: list[Any]) -> list[ModelMessage]:
+    """The ModelMessages memvault messages hold, read with pydantic-ai's own adapter."""
+    return ModelMessagesTypeAdapter.validate_json(
+        "[" + ",".join(str(m.metadata["pydantic_ai"]) for m in stored) + "]"
+    )
 
 
 def make_agent(capabilities: Sequence[Any] = (), seen: list[Any] | None = None) -> Agent[None, str]:

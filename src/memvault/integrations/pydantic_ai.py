@@ -50,7 +50,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from memvault.aio import AsyncSession, AsyncStore
+from memvault.aio import AsyncStore
 from memvault.errors import (
     ConfigurationError,
     ConflictError,
@@ -73,10 +73,10 @@ from memvault.integrations._common import (
     perform,
     run_plan,
 )
-from memvault.integrations._opener import Opener, checked
+from memvault.integrations._opener import OneSession, Opener
 from memvault.messages import Message, new_message_id
 from memvault.model import MAX_COUNT, check_count
-from memvault.store import Session, Store
+from memvault.store import Store
 
 try:
     from pydantic_ai.agent import AbstractAgent
@@ -107,7 +107,7 @@ SUMMARY_PROMPT = (
 """The prompt a summarizing agent is run with, after the messages to summarize."""
 
 
-class MemvaultHistory:
+class MemvaultHistory(OneSession):
     """A pydantic-ai conversation stored in memvault.
 
     Args:
@@ -128,12 +128,7 @@ class MemvaultHistory:
         store: Store | None = None,
         async_store: AsyncStore | None = None,
     ) -> None:
-        store, async_store = checked(store, async_store)
-        self._sync: Session | None = None if store is None else store.session(conversation_id)
-        self._async: AsyncSession | None = (
-            None if async_store is None else async_store.session(conversation_id)
-        )
-        self.conversation_id: str = (self._sync or self._async).id  # type: ignore[union-attr]
+        self.conversation_id: str = self._bind(conversation_id, store, async_store)
 
     @classmethod
     def from_conn_string(
@@ -154,20 +149,6 @@ class MemvaultHistory:
 
     def __repr__(self) -> str:
         return f"MemvaultHistory({self.conversation_id!r})"
-
-    @property
-    def session(self) -> Session:
-        """The sync memvault session: ``snapshot``, ``rollback``, ``log``, ``fork``, ..."""
-        if self._sync is None:
-            raise ConfigurationError("this history has no sync store: pass store=")
-        return self._sync
-
-    @property
-    def async_session(self) -> AsyncSession:
-        """The async memvault session."""
-        if self._async is None:
-            raise ConfigurationError("this history has no async store: pass async_store=")
-        return self._async
 
     def load(self, last: int | None = None) -> list[ModelMessage]:
         """The conversation, oldest first, for ``agent.run(..., message_history=...)``.

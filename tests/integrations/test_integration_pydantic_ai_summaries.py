@@ -6,6 +6,7 @@ original, keeps what was saved meanwhile, and a rollback undoes the summary.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +18,7 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     TextPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -149,6 +151,19 @@ def test_messages_saved_while_summarizing_stay_after_the_summary(store: memvault
     assert summaries(loaded[:1]) == ["summary"]
     assert loaded[-len(late) - len(mine.new_messages()) :] == late + mine.new_messages()
     assert len(history.session.history(full=True)) == 6 + 1 + len(late) + len(mine.new_messages())
+
+
+def test_a_summary_is_only_asked_for_when_it_can_be_stored(store: memvault.Store) -> None:
+    history, summarize = MemvaultHistory("c", store=store), Recorder()
+    history.extend(make_agent().run_sync("one").new_messages())
+    summarizer = MemvaultSummarizer(history, summarize, max_messages=2, keep_last=0)
+    asyncio.run(summarizer([*history.load(), ModelRequest(parts=[UserPromptPart("two")])]))
+    assert len(summarize.calls) == 1
+    # now the history opens with the summary and one response: nothing more to stand for
+    [summary, answer] = history.load()
+    again = [summary, answer, ModelRequest(parts=[UserPromptPart("three")])]
+    assert asyncio.run(summarizer(again)) == again
+    assert len(summarize.calls) == 1  # the summarizing model was not run for nothing
 
 
 def test_what_is_not_stored_is_never_summarized(store: memvault.Store) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import pydantic
@@ -96,27 +95,7 @@ def key(text: str) -> str:
     return "pai:" + hashlib.sha256(text.encode()).hexdigest()[:48]
 
 
-def created_at(messages: Sequence[ModelMessage]) -> list[datetime]:
-    """Each message's ``created_at``: its timestamp, else its first part's, else the
-    batch's first one (else the epoch). Derived from the messages, so a save rebuilt
-    from the same messages builds equal memvault messages, and a retry is recognised."""
-    times = [_time(m) for m in messages]
-    fallback = next((t for t in times if t is not None), _EPOCH)
-    return [fallback if t is None else t for t in times]
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _time(message: ModelMessage) -> datetime | None:
-    if message.timestamp is not None:
-        return message.timestamp
-    return next(
-        (t for p in message.parts if isinstance(t := getattr(p, "timestamp", None), datetime)), None
-    )
-
-
-def to_message(message: ModelMessage, text: str, message_id: str, at: datetime) -> Message:
+def to_message(message: ModelMessage, text: str, message_id: str) -> Message:
     """The memvault message storing ``message`` (its JSON ``text``) under ``message_id``."""
     fields: dict[str, Any]
     if isinstance(message, ModelResponse):
@@ -141,7 +120,7 @@ def to_message(message: ModelMessage, text: str, message_id: str, at: datetime) 
             "content": "\n\n".join(t for t in map(_text, message.parts) if t),
             "tool_call_id": returns[0] if role == "tool" else None,
         }
-    return Message(id=message_id, metadata={PAYLOAD_KEY: text}, created_at=at, **fields)
+    return Message(id=message_id, metadata={PAYLOAD_KEY: text}, **fields)
 
 
 def _text(part: Any) -> str:

@@ -86,7 +86,6 @@ try:
         PAYLOAD_KEY,
         Undecodable,
         checked_batch,
-        created_at,
         decode,
         key,
         payload,
@@ -256,9 +255,7 @@ def _extend_plan(session_id: str, messages: object, expect_version: int | None) 
     models = checked_batch(messages)
     texts = [payload(m, i) for i, m in enumerate(models)]
     ids, _ = assign_ids([key(t) for t in texts])  # a repeat within the batch: its own id
-    batch = [
-        to_message(*fields) for fields in zip(models, texts, ids, created_at(models), strict=True)
-    ]
+    batch = [to_message(m, t, mid) for m, t, mid in zip(models, texts, ids, strict=True)]
     if batch:
         return (yield from _save_plan(batch, expect_version))
     info = yield Info()
@@ -361,9 +358,8 @@ class MemvaultSummarizer:
             return messages
         through, cut = job
         text = await self._text(view[: through + 1])
-        now = datetime.now(timezone.utc)
-        summary = ModelRequest(parts=[CompactionPart(text)], timestamp=now)
-        message = to_message(summary, payload(summary, 0), new_message_id(), now)
+        summary = ModelRequest(parts=[CompactionPart(text)], timestamp=datetime.now(timezone.utc))
+        message = to_message(summary, payload(summary, 0), new_message_id())
         try:
             await self._do(Summarize(message, stored[through].id))
         except (InvalidMessageError, ConflictError):

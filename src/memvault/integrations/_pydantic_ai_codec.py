@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import pydantic
@@ -50,7 +51,7 @@ from pydantic_ai.messages import (
 
 from memvault.errors import InvalidMessageError
 from memvault.integrations._common import text_of
-from memvault.messages import Message, ToolCall
+from memvault.messages import Message, ToolCall, constructed
 
 PAYLOAD_KEY = "pydantic_ai"
 
@@ -96,7 +97,10 @@ def key(text: str) -> str:
 
 
 def to_message(message: ModelMessage, text: str, message_id: str) -> Message:
-    """The memvault message storing ``message`` (its JSON ``text``) under ``message_id``."""
+    """The memvault message storing ``message`` (its JSON ``text``) under ``message_id``.
+
+    Built without pydantic's validation: the append checks it as it encodes it
+    (:func:`memvault.messages.encode_message`), once instead of twice."""
     fields: dict[str, Any]
     if isinstance(message, ModelResponse):
         calls = tuple(
@@ -120,7 +124,9 @@ def to_message(message: ModelMessage, text: str, message_id: str) -> Message:
             "content": "\n\n".join(t for t in map(_text, message.parts) if t),
             "tool_call_id": returns[0] if role == "tool" else None,
         }
-    return Message(id=message_id, metadata={PAYLOAD_KEY: text}, **fields)
+    return constructed(
+        id=message_id, metadata={PAYLOAD_KEY: text}, created_at=datetime.now(timezone.utc), **fields
+    )
 
 
 def _text(part: Any) -> str:

@@ -269,10 +269,13 @@ def _save_plan(batch: list[Message], expect_version: int | None) -> Plan:
     """Append what ``batch`` adds to the conversation; returns the version after it.
 
     Ids are derived from the messages' JSON, so an id stored means that message is.
-    A batch stored whole and visible is a retry: nothing is written. A batch that
-    begins with the messages the conversation ends with (``all_messages()`` after
-    ``new_messages()`` was saved) appends the rest. Messages stored but hidden (a
-    pop, clear or rollback) are stored again, under fresh ids.
+    An append that leaves the batch's last message the newest one appended it, or
+    found it all stored (a retry of the save that ends the conversation): done, in
+    the one extra read of the head. A batch stored whole elsewhere in the visible
+    history is a retry too (others saved after it). A batch that begins with the
+    messages the conversation ends with (``all_messages()`` after ``new_messages()``
+    was saved) appends the rest. Messages stored but hidden (a pop, clear or
+    rollback) are stored again, under fresh ids.
     """
     pending = batch
     while True:
@@ -284,7 +287,7 @@ def _save_plan(batch: list[Message], expect_version: int | None) -> Plan:
             pending = pending[shared:] if shared else fresh_ids(pending)
             continue
         ids = [m.id for m in pending]
-        if [m.id for m in (yield Read(len(pending)))] == ids:
+        if [m.id for m in (yield Read(1))] == ids[-1:]:
             return outcome  # appended, or the retry of the save that ends the history
         visible = [m.id for m in (yield Read(None))]
         if any(visible[i : i + len(ids)] == ids for i in range(len(visible) - len(ids), -1, -1)):

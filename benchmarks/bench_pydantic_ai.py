@@ -187,7 +187,7 @@ def comparisons(engine: str, row: DocsRow, store: memvault.Store, args: Any) -> 
             history_.extend(part)
         for session in (core, turning_core):
             session.append(records(part))
-    total = args.calls + args.warmup + 1
+    total = args.warmup + args.calls * args.runs  # the call index runs on through the runs
     # every call saves a turn no call saved before: built before timing starts, as a
     # run's result holds its messages already
     turns = {i: turn(SIZE // 4 + i) for i in range(total)}

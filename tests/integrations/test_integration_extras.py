@@ -17,6 +17,11 @@ from memvault import ConfigurationError
         ("memvault.integrations.langchain", "langchain_core", "memvault[langchain]"),
         ("memvault.integrations.langgraph", "langgraph", "memvault[langgraph]"),
         ("memvault.integrations.pydantic_ai", "pydantic_ai", "memvault[pydantic-ai]"),
+        (
+            "memvault.integrations.pydantic_ai_harness",
+            "pydantic_ai_harness",
+            "memvault[pydantic-ai-harness]",
+        ),
     ],
 )
 def test_a_missing_framework_raises_configuration_error_naming_the_extra(
@@ -35,7 +40,13 @@ def test_a_missing_framework_raises_configuration_error_naming_the_extra(
 def test_the_integrations_package_imports_without_any_framework(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for framework in ("agents", "langchain_core", "langgraph", "pydantic_ai"):
+    for framework in (
+        "agents",
+        "langchain_core",
+        "langgraph",
+        "pydantic_ai",
+        "pydantic_ai_harness",
+    ):
         monkeypatch.setitem(sys.modules, framework, None)
     monkeypatch.delitem(sys.modules, "memvault.integrations", raising=False)
     monkeypatch.delitem(sys.modules, "memvault.integrations._common", raising=False)

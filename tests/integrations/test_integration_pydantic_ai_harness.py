@@ -1,4 +1,4 @@
-"""MemvaultMemoryStore: pydantic-ai-harness's memory store on every memvault backend.
+"""MemvaultMemoryStore and MemvaultStepStore: pydantic-ai-harness's stores on every backend.
 
 The harness's own contract tests for its stores also run against it, from a scratch
 checkout of the harness's tests (docs/integrations.md says how); these tests drive it
@@ -25,6 +25,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai_harness.conversation_search import SnapshotStore
 from pydantic_ai_harness.memory import (
     Memory,
     MemoryConflictError,
@@ -33,11 +34,22 @@ from pydantic_ai_harness.memory import (
     MemoryStore,
     SearchableMemoryStore,
 )
+from pydantic_ai_harness.step_persistence import (
+    ContinuableSnapshot,
+    InMemoryStepStore,
+    RunRecord,
+    StepEvent,
+    StepPersistence,
+    StepStore,
+    ToolEffectRecord,
+    continue_run,
+)
 
 import memvault
 from memvault import ConfigurationError, Message
-from memvault.integrations.pydantic_ai_harness import KEY, MemvaultMemoryStore
+from memvault.integrations.pydantic_ai_harness import KEY, MemvaultMemoryStore, MemvaultStepStore
 from tests.support.backends import BACKENDS
+from tests.support.pydantic_ai_agents import make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -237,3 +249,105 @@ def test_two_processes_appending_to_one_memory_lose_no_fact(
 
     lines = asyncio.run(facts())
     assert sorted(lines) == sorted(f"- {n} fact {i}" for n in ("alpha", "beta") for i in range(8))
+
+
+@pytest.fixture
+def steps(raw: memvault.AsyncStore) -> MemvaultStepStore:
+    return MemvaultStepStore(raw)
+
+
+async def test_step_persistence_records_what_the_harness_own_store_does(
+    steps: MemvaultStepStore,
+) -> None:
+    """The same two runs on InMemoryStepStore (the oracle) and on memvault."""
+    assert isinstance(steps, StepStore) and isinstance(steps, SnapshotStore)
+
+    async def record(store: Any) -> list[Any]:
+        agent = make_agent([StepPersistence(store=store, agent_name="adder")])
+        first = await agent.run("Add one and two.", conversation_id="conv-1")
+        await agent.run("Again?", message_history=first.all_messages(), conversation_id="conv-1")
+        seen = []
+        for run in await store.list_runs(conversation_id="conv-1"):
+            assert await store.get_run(run_id=run.run_id) == run
+            seen.append(
+                (
+                    run.agent_name,
+                    # the parallel tool calls' events come in either order
+                    sorted(
+                        (e.step_index, e.kind, e.tool_name or "")
+                        for e in await store.list_events(run_id=run.run_id)
+                    ),
+                    len(await continue_run(store, run_id=run.run_id)),
+                    [
+                        r.tool_call_id
+                        for r in await store.list_unresolved_tool_effects(run_id=run.run_id)
+                    ],
+                    (
+                        await store.get_tool_effect(run_id=run.run_id, tool_call_id="t1-add") or run
+                    ).__class__,
+                )
+            )
+        return seen
+
+    mine, theirs = await record(steps), await record(InMemoryStepStore())
+    assert mine == theirs
+    assert len(mine) == 2 and mine[0][2] == 6  # two runs; the first's snapshot: 6 messages
+    [run, _] = await steps.list_runs(conversation_id="conv-1")
+    snapshot = await steps.latest_snapshot(run_id=run.run_id)
+    assert (
+        snapshot is not None and await continue_run(steps, run_id=run.run_id) == snapshot.messages
+    )
+
+
+async def test_keyed_records_are_stored_once(steps: MemvaultStepStore) -> None:
+    event = StepEvent(run_id="r", kind="run_started", step_index=0, idempotency_key="event:0")
+    for _ in range(2):
+        await steps.append_event(event)
+        await steps.append_event(StepEvent(run_id="r", kind="model_request_started", step_index=1))
+    assert [e.kind for e in await steps.list_events(run_id="r")] == [
+        "run_started",
+        "model_request_started",
+        "model_request_started",  # no key: every append is stored
+    ]
+    snap = ContinuableSnapshot(
+        run_id="r", step_index=1, messages=[], idempotency_key="1:1:complete"
+    )
+    older = ContinuableSnapshot(
+        run_id="r", step_index=0, messages=[], idempotency_key="0:0:complete"
+    )
+    torn = ContinuableSnapshot(
+        run_id="r",
+        step_index=2,
+        messages=[],
+        state="interrupted",
+        idempotency_key="1:2:interrupted",
+    )
+    for saved in (snap, snap, older, torn, torn):
+        await steps.save_snapshot(saved)
+    assert await steps.list_snapshots(run_id="r", include_interrupted=True) == [snap, torn]
+    assert await steps.latest_snapshot(run_id="r") == snap
+    assert await steps.latest_snapshot(run_id="r", include_interrupted=True) == torn
+    assert await steps.latest_snapshot(run_id="missing") is None
+
+
+async def test_the_newest_tool_effect_of_a_call_wins(steps: MemvaultStepStore) -> None:
+    def effect(call: str, status: Any) -> ToolEffectRecord:
+        return ToolEffectRecord(tool_call_id=call, tool_name="pay", run_id="r", status=status)
+
+    for record in (effect("c1", "started"), effect("c2", "started"), effect("c1", "completed")):
+        await steps.record_tool_effect(record)
+    assert [r.tool_call_id for r in await steps.list_unresolved_tool_effects(run_id="r")] == ["c2"]
+    assert (await steps.get_tool_effect(run_id="r", tool_call_id="c1")).status == "completed"  # type: ignore[union-attr]
+    await steps.register_run(RunRecord(run_id="r", agent_name="first"))
+    await steps.register_run(RunRecord(run_id="r", agent_name="second"))
+    assert (await steps.get_run(run_id="r")).agent_name == "second"  # type: ignore[union-attr]
+    assert await steps.get_run(run_id="missing") is None
+
+
+async def test_concurrent_snapshot_saves_are_all_kept(steps: MemvaultStepStore) -> None:
+    """Each save reads the high-water mark and appends compare-and-set: the ones that
+    lose the race decide again, none is dropped."""
+    saved = [ContinuableSnapshot(run_id="r", step_index=n, messages=[]) for n in range(8)]
+    await asyncio.gather(*(steps.save_snapshot(s) for s in saved))
+    stored = await steps.list_snapshots(run_id="r")
+    assert sorted(s.step_index for s in stored) == list(range(8))

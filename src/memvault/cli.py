@@ -672,3 +672,7 @@ torture.register(app)
 from memvault.ui import command as ui_command  # noqa: E402 - registers `memvault ui`
 
 ui_command.register(app)
+
+from memvault.integrations import mcp_command  # noqa: E402 - registers `memvault mcp`
+
+mcp_command.register(app)

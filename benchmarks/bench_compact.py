@@ -44,10 +44,10 @@ from common import load
 from generate import generate, session_id
 
 import memvault
-import memvault.backends.compaction
-import memvault.backends.postgres_calls
+import memvault.backends.engine.compaction
+import memvault.backends.postgres.calls
 from memvault import CompactStats, Message
-from memvault.backends.engine import Engine
+from memvault.backends.engine.core import Engine
 from memvault.urls import redact
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -112,7 +112,7 @@ def one_step(url: str) -> CompactStats:
     """compact as it was before steps: one write transaction over everything (the
     engine's plan and deletes both under the write lock; PostgreSQL's compact_step
     over every session at once)."""
-    compaction, calls = memvault.backends.compaction, memvault.backends.postgres_calls
+    compaction, calls = memvault.backends.engine.compaction, memvault.backends.postgres.calls
     saved = compaction.COMPACT_STEP_NODES, calls.COMPACT_STEP_NODES
     compaction.COMPACT_STEP_NODES = calls.COMPACT_STEP_NODES = 2**62  # type: ignore[misc]
     try:

@@ -49,8 +49,8 @@ from harness import Candidate, compare, markdown_table
 
 import memvault
 from memvault.backends.base import Write
-from memvault.backends.postgres_calls import Calls
-from memvault.backends.postgres_migrations import functions
+from memvault.backends.postgres.calls import Calls
+from memvault.backends.postgres.migrations import functions
 from memvault.messages import encode_batch
 
 LIMITS = (1 << 20, 1000, 1 << 24)

@@ -56,10 +56,11 @@ from harness import Candidate, compare
 
 import memvault
 from memvault.backends.base import Write
-from memvault.backends.redis_ops import Eval, Layout, Op, Operations, Script, _context
+from memvault.backends.redis.ops import Eval, Layout, Op, Operations, Script, _context
 from memvault.torture.servers import RedisCluster, RedisServer
 
-LUA = "src/memvault/backends/redis_lua"
+LUA = ("src/memvault/backends/redis/lua", "src/memvault/backends/redis_lua")
+"""Where the scripts are, and where they were before the folder per backend."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -81,13 +82,16 @@ def old_write_script(revision: str) -> Script:
     """write.lua as ``revision`` had it (with its common.lua), as Script.load builds it."""
 
     def show(name: str) -> str:
-        return subprocess.run(
-            ["git", "show", f"{revision}:{LUA}/{name}"],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        ).stdout
+        for folder in LUA:
+            done = subprocess.run(
+                ["git", "show", f"{revision}:{folder}/{name}"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
+            if done.returncode == 0:
+                return done.stdout
+        raise SystemExit(f"{revision} has no {name} in {' or '.join(LUA)}: {done.stderr}")
 
     text = f"#!lua\n{show('common.lua')}\n{show('write.lua')}"
     return Script(text, hashlib.sha1(text.encode("utf-8")).hexdigest())

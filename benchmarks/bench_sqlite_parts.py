@@ -42,8 +42,8 @@ from harness import Candidate, Comparison, compare, markdown_table
 
 import memvault
 from memvault.backends.base import Write
-from memvault.backends.sqlite_schema import rowid_of
-from memvault.backends.sqlite_txn import live_ids_sql
+from memvault.backends.sqlite.schema import rowid_of
+from memvault.backends.sqlite.txn import live_ids_sql
 from memvault.messages import _decoded, decode_message, encode_batch
 
 LIMITS = (1 << 20, 1000, 1 << 24)

@@ -81,11 +81,11 @@ TARGETS = {
     "redis": Target(
         "redis",
         (
-            "redis_lua/common.lua",
-            "redis_lua/read.lua",
-            "redis_lua/write.lua",
-            "redis_lua/index.lua",
-            "redis_lua/hint.lua",
+            "redis/lua/common.lua",
+            "redis/lua/read.lua",
+            "redis/lua/write.lua",
+            "redis/lua/index.lua",
+            "redis/lua/hint.lua",
         ),
         (
             "tests/backends/test_contract_redis.py::TestRedis",
@@ -98,7 +98,7 @@ TARGETS = {
     ),
     "postgres": Target(
         "postgres",
-        ("postgres_sql/functions.sql",),
+        ("postgres/sql/functions.sql",),
         (
             "tests/backends/test_contract_postgres.py::TestPostgres",
             "tests/backends/test_compact_steps.py::"
@@ -110,7 +110,7 @@ TARGETS = {
 }
 
 
-# The Redis scripts: redis_ops' name of each -> its file, redis_lua/<file>.lua (each is
+# The Redis scripts: redis_ops' name of each -> its file, redis/lua/<file>.lua (each is
 # sent with common.lua before it).
 SCRIPTS = {"READ": "read", "WRITE": "write", "INDEX": "index", "HINT": "hint"}
 
@@ -151,14 +151,14 @@ class Mutant:
 
 EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     (
-        "redis_lua/common.lua",
+        "redis/lua/common.lua",
         "for k = 1, math.min(left, want) do guess[k] = node - k + 1 end",
         8,
         "0",
         "also sets guess[0], which unpack() and # never read: the same HMGET",
     ),
     (
-        "redis_lua/common.lua",
+        "redis/lua/common.lua",
         "redis.call('HSET', key, unpack(flat, first, math.min(first + 2 * SLICE - 1, #flat)))",
         71,
         "+",
@@ -167,7 +167,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     *(
         (
             (
-                "redis_lua/read.lua",
+                "redis/lua/read.lua",
                 "local head, top, count, base, summary, through = 0, 0, 0, 0, 0, 0",
                 column,
                 "1",
@@ -183,7 +183,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "redis_lua/common.lua",
+        "redis/lua/common.lua",
         "local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,",
         84,
         "0",
@@ -191,7 +191,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "into the same place",
     ),
     (
-        "redis_lua/common.lua",
+        "redis/lua/common.lua",
         "local got = redis.call('HMGET', key, unpack(fields, first, math.min(first + SLICE - 1,",
         82,
         "+",
@@ -199,7 +199,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "the next slice reads those fields again into the same places",
     ),
     (
-        "redis_lua/common.lua",
+        "redis/lua/common.lua",
         "local links, used = redis.call('HMGET', LINKS, unpack(guess)), 0",
         63,
         "1",
@@ -209,7 +209,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     *(
         (
             (
-                "redis_lua/common.lua",
+                "redis/lua/common.lua",
                 "if row.run and row.head - row.run + 1 >= count then",
                 column,
                 new,
@@ -222,7 +222,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "local stamp = string.format('%.0f', math.max(tonumber(clock()), "
         "(tonumber(r.stamp) or 0) + 1))",
         86,
@@ -231,7 +231,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "server's clock in microseconds (about 1.8e15) is the larger either way",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "if reply == nil then reply = false end",
         29,
         "true",
@@ -239,7 +239,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "a cluster's pages settle with 'fence' instead",
     ),
     (
-        "redis_lua/hint.lua",
+        "redis/lua/hint.lua",
         "redis.call('ZADD', KEYS[1], 0, id)",
         28,
         "1",
@@ -248,7 +248,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "its cursors carry no score",
     ),
     (
-        "redis_lua/hint.lua",
+        "redis/lua/hint.lua",
         "if not held or stamp >= held then",
         21,
         ">",
@@ -259,7 +259,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "gone) and unindexes it with a later clock: the same pages",
     ),
     (
-        "redis_lua/hint.lua",
+        "redis/lua/hint.lua",
         "return 1",
         7,
         "0",
@@ -267,7 +267,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "(Afterward) and a page's settling both drop it",
     ),
     (
-        "redis_lua/common.lua",
+        "redis/lua/common.lua",
         "for i = 1, count do",
         8,
         "0",
@@ -275,7 +275,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "count) never read",
     ),
     (
-        "redis_lua/common.lua",
+        "redis/lua/common.lua",
         "return messages(row.head, row.depth, count, false)",
         44,
         "true",
@@ -283,7 +283,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "redis_lua/read.lua",
+            "redis/lua/read.lua",
             "base, summary, through = snap[3], snap[8] or 0, snap[9] or 0",
             column,
             "1",
@@ -294,7 +294,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         for column in (45, 59)
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "if reached[node] and reached[node] <= base then break end",
         35,
         "<",
@@ -302,7 +302,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "already covered from the same base, marking the same nodes",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "if dropped > 0 then redis.call('LTRIM', LOG, dropped, -1) end",
         11,
         ">=",
@@ -310,7 +310,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "redis_lua/write.lua",
+            "redis/lua/write.lua",
             "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
             column,
             new,
@@ -320,7 +320,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         for column, new in ((33, "+"), (35, "0"))
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "if not r.run or r.head ~= r.next - 1 then r.run = r.next end",
         3,
         "",
@@ -330,7 +330,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "they did",
     ),
     (
-        "redis_lua/read.lua",
+        "redis/lua/read.lua",
         "local bodies, depths = messages(head, depth, count, false)",
         52,
         "true",
@@ -338,7 +338,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "postgres_sql/functions.sql",
+            "postgres/sql/functions.sql",
             line,
             column,
             "1",
@@ -361,7 +361,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "JOIN behind b ON b.sid = p.sid WHERE p.summary <> 0",
         50,
         "1",
@@ -370,7 +370,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "no node (ids start at 1), and no node is 0 for the EXISTS to match",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "CASE WHEN s.summary <> 0 AND s.through > s.base THEN s.through - s.base ELSE 0 END",
         39,
         ">=",
@@ -378,7 +378,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "through - base = 0, the ELSE branch's value",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "FROM behind b JOIN @schema@.nodes n ON n.sid = b.sid AND n.node > b.mark",
         64,
         ">=",
@@ -386,7 +386,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "already, and search_index skips it (ON CONFLICT DO NOTHING)",
     ),
     (
-        "redis_lua/index.lua",
+        "redis/lua/index.lua",
         "if #found == 2 * count then return {1, got[i], got[i + 1], found} end",
         10,
         "~=",
@@ -395,7 +395,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "to its limit, so the pages are the same (more calls)",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "if new then redis.call('ZADD', KEYS[7], 0, id) end",
         40,
         "1",
@@ -403,21 +403,21 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "ordered by the ids' bytes the same, and its cursors carry no score",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "for k = 1, #ids do",
         8,
         "0",
         "append's stored-id loop also reads index 0 of ids and nodes, never set: nothing is added",
     ),
     (
-        "redis_lua/index.lua",
+        "redis/lua/index.lua",
         "if x ~= y then return x < y end",
         24,
         "<=",
         "x ~= y there, so x <= y is x < y",
     ),
     (
-        "redis_lua/index.lua",
+        "redis/lua/index.lua",
         "local got = redis.call(range, Z, rank, rank + step - 1, 'WITHSCORES')",
         53,
         "0",
@@ -425,7 +425,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "read (its position is the reply's last id), so the pages are the same",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "FROM (SELECT 1) one LEFT JOIN (",
         13,
         "0",
@@ -433,7 +433,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "postgres_sql/functions.sql",
+            "postgres/sql/functions.sql",
             line,
             column,
             "0",
@@ -447,7 +447,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "SET node = greatest(@schema@.search_marks.node, excluded.node);",
         11,
         "least",
@@ -456,7 +456,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "NOTHING): the same index",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "OR v_row.next_node - 1 - v_row.depth = (",
         21,
         "0",
@@ -466,7 +466,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "summaries hold",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "OR v_row.next_node - 1 - v_row.depth = (",
         0,
         "AND",
@@ -477,7 +477,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "the same hits); never the other way round",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "IF v_node.parent > 0 THEN",
         17,
         ">=",
@@ -486,7 +486,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "postgres_sql/functions.sql",
+            "postgres/sql/functions.sql",
             "v_floor bigint[] := array_fill(NULL::bigint, "
             "ARRAY[greatest(p_row.next_node, 1)::integer]);",
             column,
@@ -510,7 +510,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "SELECT count(*), coalesce(avg(d.length), 1) INTO v_docs, v_avg "
         "FROM @schema@.search_docs d;",
         41,
@@ -521,7 +521,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "postgres_sql/functions.sql",
+            "postgres/sql/functions.sql",
             f"v_row := @schema@._lock(p_session, p_now, false); (occurrence {k})",
             42,
             "true",
@@ -536,7 +536,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "IF cardinality(v_dead) > 0 THEN",
         23,
         ">=",
@@ -544,7 +544,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "for `node = ANY ('{}')`, which match no row, and adds 0 to its count",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "EXIT WHEN done > 0 AND v_budget <= 0;",
         15,
         ">=",
@@ -553,7 +553,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "alone there too",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "x.next_node - 1 = x.depth AND (",
         12,
         "+",
@@ -565,7 +565,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "of the messages stored, as history() of the same session already raises",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "WHERE n.sid = x.sid AND n.node > x.base) = x.depth - x.base AS linear",
         51,
         "+",
@@ -575,7 +575,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "postgres_sql/functions.sql",
+            "postgres/sql/functions.sql",
             line,
             column,
             "+",
@@ -605,7 +605,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "SELECT count(*), coalesce(max(s.sid), 0) FROM @schema@.sessions s",
         38,
         "1",
@@ -614,7 +614,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "compact too (compacting a session is right at any time)",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "IF NOT v_linear AND cardinality(v_walked) < v_steps THEN",
         42,
         "<=",
@@ -625,7 +625,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "postgres_sql/functions.sql",
+            "postgres/sql/functions.sql",
             "WHERE x.next_node - 1 > coalesce(m.node, 0)",
             column,
             new,
@@ -636,7 +636,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         for column, new in ((22, ">="), (20, "0"), (18, "+"))
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "WHERE s.name = p_session AND (s.expires_at IS NULL OR "
         "s.expires_at > p_now) (occurrence 5)",
         67,
@@ -647,7 +647,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "expiry",
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "RAISE EXCEPTION 'unknown order %', p_order USING ERRCODE = '22023';",
         -8,
         "        NULL;",
@@ -660,7 +660,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
     ),
     *(
         (
-            "postgres_sql/functions.sql",
+            "postgres/sql/functions.sql",
             line,
             column,
             "=",
@@ -677,7 +677,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         )
     ),
     (
-        "postgres_sql/functions.sql",
+        "postgres/sql/functions.sql",
         "FROM behind b JOIN @schema@.nodes n ON n.sid = b.sid AND n.node > b.mark",
         53,
         "OR",
@@ -689,7 +689,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "indexing takes more calls, far more with thousands of sessions behind at once",
     ),
     (
-        "redis_lua/read.lua",
+        "redis/lua/read.lua",
         "if depth <= row.base then break end",
         9,
         "<",
@@ -698,7 +698,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "damage to that next one's link, which compact never removes, would show)",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "local generation = 0",
         19,
         "1",
@@ -706,7 +706,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "read of the generation; on a cluster the next line sets it from ARGV first",
     ),
     (
-        "redis_lua/index.lua",
+        "redis/lua/index.lua",
         "if match == '' or string.find(got[i], match, 1, true) then",
         45,
         "0",
@@ -714,7 +714,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "and clamps below 0 to the first byte)",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "if row.run and parent < row.run then row.run = parent end",
         22,
         "<=",
@@ -722,7 +722,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "run's start: it assigns the value it holds",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "local nodes, broken = chain(row.head, row.depth, row.depth - depth + 1, false)",
         72,
         "true",
@@ -740,13 +740,13 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
                 "with summary 0 through is 0 too, so `through > base` decides alone",
             )
             for file, line in (
-                ("redis_lua/common.lua", "return row.summary ~= 0 and row.through > row.base"),
-                ("redis_lua/read.lua", "if summary ~= 0 and through > base then"),
+                ("redis/lua/common.lua", "return row.summary ~= 0 and row.through > row.base"),
+                ("redis/lua/read.lua", "if summary ~= 0 and through > base then"),
             )
         )
     ),
     (
-        "redis_lua/read.lua",
+        "redis/lua/read.lua",
         "for i = 1, count do (occurrence 1)",
         8,
         "0",
@@ -756,7 +756,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "nothing",
     ),
     (
-        "redis_lua/write.lua",
+        "redis/lua/write.lua",
         "run = 1, summary = 0, through = 0, new = true}",
         6,
         "0",
@@ -767,7 +767,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "0), and an append after anything but the head's successor sets run anew",
     ),
     (
-        "redis_lua/index.lua",
+        "redis/lua/index.lua",
         "for i = 1, math.min(#a, #b) do",
         8,
         "0",
@@ -775,7 +775,7 @@ EQUIVALENT: list[tuple[str, str, int, str, str]] = [
         "both nil and the loop goes on to byte 1",
     ),
     (
-        "redis_lua/index.lua",
+        "redis/lua/index.lua",
         "return #a < #b",
         10,
         "<=",
@@ -1009,7 +1009,7 @@ def entries_reaching(target: Target) -> dict[Unit, set[tuple[str, str]]]:
     if target.lang == "lua":
         common = [u for u in all_units if u.file.endswith("common.lua") and u.name == "top"]
         for script in SCRIPTS.values():
-            file = f"redis_lua/{script}.lua"
+            file = f"redis/lua/{script}.lua"
             tops = [u for u in all_units if u.file == file and u.name == "top"]
             for op in [u for u in all_units if u.file == file and u.name.startswith("op:")]:
                 for u in closure([op, *tops, *common]):
@@ -1232,7 +1232,8 @@ class Mutate:
             self.servers = [self.redis, PrivateCluster()]
         # A runaway mutated function stops on the server too, not only in the client.
         os.environ["PGOPTIONS"] = f"-c statement_timeout={int(test_seconds * 1000)}"
-        from memvault.backends import postgres_migrations, redis_ops
+        from memvault.backends.postgres import migrations as postgres_migrations
+        from memvault.backends.redis import ops as redis_ops
 
         self.clean_scripts = {name: getattr(redis_ops, name) for name in SCRIPTS}
         self.clean_functions = postgres_migrations.functions
@@ -1259,11 +1260,11 @@ class Mutate:
         """Make memvault send ``texts`` (the scripts, one of them mutated, or all clean);
         ``scripts``: the clean ``redis_ops`` script of each name in SCRIPTS."""
         if target.name == "redis":
-            from memvault.backends import redis_ops
+            from memvault.backends.redis import ops as redis_ops
 
-            common = texts["redis_lua/common.lua"]
+            common = texts["redis/lua/common.lua"]
             for name, script in scripts.items():
-                file = f"redis_lua/{SCRIPTS[name]}.lua"
+                file = f"redis/lua/{SCRIPTS[name]}.lua"
                 text = f"{script.text.split(chr(10), 1)[0]}\n{common}\n{texts[file]}"
                 setattr(
                     redis_ops,
@@ -1273,11 +1274,11 @@ class Mutate:
                     else redis_ops.Script(text, hashlib.sha1(text.encode("utf-8")).hexdigest()),
                 )
         else:
-            from memvault.backends import postgres_migrations
+            from memvault.backends.postgres import migrations as postgres_migrations
 
-            body = texts["postgres_sql/functions.sql"]
+            body = texts["postgres/sql/functions.sql"]
             postgres_migrations.functions = (  # type: ignore[assignment]
-                functions if body == clean["postgres_sql/functions.sql"] else lambda: body
+                functions if body == clean["postgres/sql/functions.sql"] else lambda: body
             )
 
     def _compiles(self) -> bool:
@@ -1288,7 +1289,7 @@ class Mutate:
         if self.target.name == "redis":
             import redis
 
-            from memvault.backends import redis_ops
+            from memvault.backends.redis import ops as redis_ops
 
             assert self.redis is not None
             for _ in range(2):
@@ -1333,7 +1334,7 @@ class Mutate:
         """Run the tests clean, noting what each calls; returns their node ids."""
         import psycopg
 
-        from memvault.backends import redis_ops
+        from memvault.backends.redis import ops as redis_ops
 
         mutate = self
         seen: set[tuple[str, str]] = set()
@@ -1496,7 +1497,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     mutant = Mutant(**json.loads(spec))
     target = next(t for t in TARGETS.values() if mutant.file in t.files)
-    from memvault.backends import postgres_migrations, redis_ops
+    from memvault.backends.postgres import migrations as postgres_migrations
+    from memvault.backends.redis import ops as redis_ops
 
     clean = {f: (BACKENDS / f).read_text("utf-8") for f in target.files}
     Mutate.install(

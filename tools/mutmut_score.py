@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT: list[tuple[str, str, str, str, str]] = [
     *(
         (
-            "engine.py",
+            "engine/core.py",
             function,
             "with self.transaction(False) as txn:",
             "with self.transaction(None) as txn:",
@@ -69,7 +69,7 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
     ),
     *(
         (
-            "engine.py",
+            "engine/core.py",
             "Engine.fork",
             "else (0, 0, 0, 0, 0, 0)",
             f"else ({', '.join('1' if i == k else '0' for i in range(6))})",
@@ -79,14 +79,14 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         for k in range(6)
     ),
     (
-        "engine.py",
+        "engine/core.py",
         "Engine.snapshot",
         'self._commit(txn, row, "snapshot", w, (row.head, row.base), {"name": name}, bump=False)',
         'self._commit(txn, row, "snapshot", w, (row.head, row.base), {"name": name}, bump=None)',
         "_commit reads bump only for its truth: None is false as False is",
     ),
     (
-        "engine.py",
+        "engine/core.py",
         "Engine._chain",
         "nodes = txn.chain(row, head, count) if count else []",
         "nodes = txn.chain(row, head, count) if (count) or True else []",
@@ -95,7 +95,7 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
     ),
     *(
         (
-            "engine.py",
+            "engine/core.py",
             "Engine.append",
             "return row.version if row else 0",
             mutated,
@@ -153,21 +153,21 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         )
     ),
     (
-        "sqlite_txn.py",
+        "sqlite/txn.py",
         "SqliteTxn.delete_nodes",
         "rowids = [(rowid_of(row.key, n, False), rowid_of(row.key, n, True)) for n in nodes]",
         "rowids = [(rowid_of(row.key, n, None), rowid_of(row.key, n, True)) for n in nodes]",
         "rowid_of reads summary only for its truth: None gives the message's rowid as False",
     ),
     (
-        "sqlite_txn.py",
+        "sqlite/txn.py",
         "SqliteTxn.delete_nodes",
         "rowids = [(rowid_of(row.key, n, False), rowid_of(row.key, n, True)) for n in nodes]",
         "rowids = [(rowid_of(row.key, n, ), rowid_of(row.key, n, True)) for n in nodes]",
         "rowid_of's summary defaults to False: the same rowid",
     ),
     (
-        "sqlite_txn.py",
+        "sqlite/txn.py",
         "SqliteTxn.message_count",
         "first = span_of(row)[0]",
         "first = span_of(row)[1]",
@@ -175,7 +175,7 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         "depth a visible hit can have: search takes the walk, which is always right",
     ),
     (
-        "sqlite_txn.py",
+        "sqlite/txn.py",
         "SqliteTxn.message_count",
         "first | pending,",
         "first & pending,",
@@ -184,7 +184,7 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         "take the walk, which is always right",
     ),
     (
-        "engine.py",
+        "engine/core.py",
         "Engine._full",
         "if summary.depth <= row.base:",
         "if summary.depth < row.base:",
@@ -193,7 +193,7 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         "the walk reads one summary more, its predecessor, which compact never deletes",
     ),
     (
-        "engine.py",
+        "engine/core.py",
         "Engine._add_summary",
         "row.summary, row.through, row.next_node = row.next_node, through, row.next_node + 1",
         "row.summary, row.through, row.next_node = row.next_node, through, row.next_node + 2",
@@ -202,7 +202,7 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         "linear either way",
     ),
     (
-        "sqlite.py",
+        "sqlite/backend.py",
         "SqliteBackend._immutable",
         "if os.path.exists(wal) and os.path.getsize(wal) > 0:",
         "if os.path.exists(wal) and os.path.getsize(wal) > 1:",
@@ -210,14 +210,14 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         "and it holds no change the file alone would miss",
     ),
     (
-        "sqlite.py",
+        "sqlite/backend.py",
         "SqliteBackend.history",
         'HISTORY, {"name": session_id, "now": now, "count": -1 if last is None else last}',
         'HISTORY, {"name": session_id, "now": now, "count": -2 if last is None else last}',
         "_HISTORY reads :count only as negative (every message) or as a count",
     ),
     (
-        "sqlite_txn.py",
+        "sqlite/txn.py",
         "SqliteTxn.create",
         "self._pending[cur.lastrowid] = 0",
         "self._pending[cur.lastrowid] = None",
@@ -226,7 +226,7 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
     ),
     *(
         (
-            "sqlite_txn.py",
+            "sqlite/txn.py",
             "SqliteTxn.create",
             "row = Row(cur.lastrowid, name, 0, 0, 0, 0, 1, now, now, None)",
             f"row = Row(cur.lastrowid, {mutated}, None)",
@@ -253,21 +253,21 @@ EQUIVALENT: list[tuple[str, str, str, str, str]] = [
         )
     ),
     (
-        "sqlite.py",
+        "sqlite/backend.py",
         "SqliteBackend._to_wal",
         "deadline = time.monotonic() + self._busy_ms / 1000",
         "deadline = time.monotonic() + self._busy_ms / 1001",
         "a deadline 0.1% of busy_timeout earlier: less than the open's own time around it",
     ),
     (
-        "sqlite.py",
+        "sqlite/backend.py",
         "SqliteBackend._to_wal",
         "if not is_busy(exc) or time.monotonic() >= deadline:",
         "if not is_busy(exc) or time.monotonic() > deadline:",
         "the monotonic clock landing exactly on the deadline: one more 5 ms retry",
     ),
     (
-        "sqlite.py",
+        "sqlite/backend.py",
         "SqliteBackend.history",
         "if chain[0][3] is None:",
         "if chain[0][4] is None:",
@@ -293,7 +293,7 @@ _SQL_KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "ASC", "DESC", "IN", "BY", "L
 @functools.cache
 def _schema_names() -> frozenset[str]:
     """The SQLite schema's table, index and column names, and the SQL functions used."""
-    from memvault.backends.sqlite_schema import MIGRATIONS
+    from memvault.backends.sqlite.schema import MIGRATIONS
 
     db = sqlite3.connect(":memory:")
     for version in sorted(MIGRATIONS):
@@ -327,7 +327,7 @@ def _literal_at(line: str, index: int) -> str | None:
 
 def _sql_case(path: str, removed: list[str], added: list[str]) -> bool:
     """The mutant changes only the letter case of SQL without a string literal in it."""
-    if not Path(path).name.startswith("sqlite") or len(removed) != 1 or len(added) != 1:
+    if "/sqlite/" not in path or len(removed) != 1 or len(added) != 1:
         return False
     old, new = removed[0], added[0]
     if old == new or old.lower() != new.lower():
@@ -344,7 +344,7 @@ def _sql_case(path: str, removed: list[str], added: list[str]) -> bool:
 
 
 def _function(mutant: str) -> str:
-    """``memvault.backends.sqlite_txn.xǁSqliteTxnǁload__mutmut_3`` -> ``SqliteTxn.load``."""
+    """``memvault.backends.sqlite.txn.xǁSqliteTxnǁload__mutmut_3`` -> ``SqliteTxn.load``."""
     name = mutant.rpartition(".")[2].rpartition("__mutmut_")[0]
     return ".".join(p for p in name.split("ǁ")[1:]) if "ǁ" in name else name[2:]
 
@@ -427,7 +427,7 @@ def main() -> int:
     rows = []
     for meta in metas:
         path = str(meta.relative_to(ROOT / "mutants"))[: -len(".meta")]
-        short = Path(path).name
+        short = str(Path(path).relative_to("src/memvault/backends"))
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         count: Counter[str] = Counter()
         entries = {i for i, e in enumerate(EQUIVALENT) if e[0] == short}

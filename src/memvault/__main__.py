@@ -1,5 +1,5 @@
 """``python -m memvault``: the same as the ``memvault`` command."""
 
-from memvault.cli import main
+from memvault.cli.app import main
 
 main()

@@ -3,7 +3,7 @@
 Such an operation is a generator: it yields requests, receives the reply to each,
 and returns its result. It decides everything and performs nothing, so the same
 code runs under a sync and an async client, and tests can feed it replies. The
-Redis backend's operations (:mod:`memvault.backends.redis_ops`) and the adapters'
+Redis backend's operations (:mod:`memvault.backends.redis.ops`) and the adapters'
 plans (:mod:`memvault.integrations`) are written so; :func:`drive` and
 :func:`drive_async` run them.
 """

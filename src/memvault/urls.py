@@ -31,12 +31,12 @@ ENTRY_POINT_GROUP = "memvault.backends"
 # Another package cannot take one of these over.
 BUILTIN: dict[str, tuple[str, str | None]] = {
     "memory": ("memvault.backends.memory", None),
-    "sqlite": ("memvault.backends.sqlite", None),
-    "redis": ("memvault.backends.redis", "redis"),
-    "rediss": ("memvault.backends.redis", "redis"),
-    "redis+unix": ("memvault.backends.redis", "redis"),
-    "postgresql": ("memvault.backends.postgres", "postgres"),
-    "postgres": ("memvault.backends.postgres", "postgres"),
+    "sqlite": ("memvault.backends.sqlite.backend", None),
+    "redis": ("memvault.backends.redis.backend", "redis"),
+    "rediss": ("memvault.backends.redis.backend", "redis"),
+    "redis+unix": ("memvault.backends.redis.backend", "redis"),
+    "postgresql": ("memvault.backends.postgres.backend", "postgres"),
+    "postgres": ("memvault.backends.postgres.backend", "postgres"),
 }
 
 

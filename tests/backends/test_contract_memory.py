@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memvault.backends.engine import Node
+from memvault.backends.engine.core import Node
 from memvault.backends.memory import MemoryBackend
 from memvault.testing import CHAIN_DAMAGE, AsyncStoreContract, StoreContract
 

@@ -11,7 +11,7 @@ import pytest
 
 import memvault
 import memvault.store
-from memvault.backends import postgres_calls
+from memvault.backends.postgres import calls as postgres_calls
 from memvault.errors import CorruptRecordError
 from memvault.messages import Message
 from memvault.testing import AsyncStoreContract, StoreContract

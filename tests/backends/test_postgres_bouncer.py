@@ -22,7 +22,7 @@ import pytest
 
 import memvault
 from memvault import BackendError, ConfigurationError, Message
-from memvault.backends.postgres import migrate, settings
+from memvault.backends.postgres.backend import migrate, settings
 from memvault.testing import (
     BasicsContract,
     CancellationContract,

@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from memvault.backends.postgres_migrations import latest
-from memvault.cli import app
+from memvault.backends.postgres.migrations import latest
+from memvault.cli.app import app
 from tests.support.postgres import admin, new_schema, url_for
 
 

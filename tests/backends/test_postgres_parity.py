@@ -15,7 +15,7 @@ import pytest
 
 from memvault.backends.base import Write
 from memvault.backends.memory import MemoryBackend
-from memvault.backends.postgres import PostgresBackend, open_backend
+from memvault.backends.postgres.backend import PostgresBackend, open_backend
 from memvault.messages import Message, Record, encode_message
 from memvault.model import AUTO_PREFIX
 from tests.support.postgres import new_schema, url_for

@@ -23,7 +23,7 @@ import pytest
 import memvault
 from memvault import Message
 from memvault.backends.base import Write
-from memvault.backends.postgres_calls import Call, Calls
+from memvault.backends.postgres.calls import Call, Calls
 from memvault.messages import encode_message
 from memvault.paging import ORDERS, PageQuery
 from tests.support.postgres import admin, new_schema, url_for

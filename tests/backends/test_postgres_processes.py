@@ -12,8 +12,8 @@ import pytest
 
 import memvault
 from memvault import ConflictError, Message
-from memvault.backends.postgres import migrate
-from memvault.backends.postgres_migrations import latest, migrations
+from memvault.backends.postgres.backend import migrate
+from memvault.backends.postgres.migrations import latest, migrations
 from memvault.testing import Opener
 from memvault.testing.contract.concurrency import check_interleaving
 from memvault.testing.workers import turn

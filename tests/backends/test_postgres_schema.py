@@ -12,8 +12,8 @@ import pytest
 import memvault
 from memvault import ConfigurationError, DuplicateMessageError, Message, SnapshotExistsError
 from memvault.backends.base import Write
-from memvault.backends.postgres import MigrationResult, migrate, open_backend
-from memvault.backends.postgres_migrations import latest, migrations
+from memvault.backends.postgres.backend import MigrationResult, migrate, open_backend
+from memvault.backends.postgres.migrations import latest, migrations
 from memvault.messages import encode_message
 from tests.support.postgres import SERVER, admin, new_schema, url_for
 
@@ -90,7 +90,7 @@ HISTORY = Path(__file__).parents[1] / "data" / "postgres_history"
 def as_released(schema: str, version: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Until ``monkeypatch.undo()``, memvault migrates as the release at ``version``
     did; ``schema`` is migrated so now."""
-    import memvault.backends.postgres_migrations as pm
+    import memvault.backends.postgres.migrations as pm
 
     files = sorted(HISTORY.glob("*.sql"))[:version]
     old = tuple(pm.Migration(int(f.name[:3]), f.stem, f.read_text("utf-8")) for f in files)
@@ -143,7 +143,7 @@ def test_changed_functions_are_applied_without_a_migration(
 ) -> None:
     """Failing: an edit to functions.sql that never reaches a migrated schema, or a
     release that silently runs on another release's functions with migrate=False."""
-    import memvault.backends.postgres_migrations as pm
+    import memvault.backends.postgres.migrations as pm
 
     migrate(url_for(schema))
     probe = "CREATE FUNCTION @schema@._probe() RETURNS int LANGUAGE sql AS $$ SELECT 7 $$;"
@@ -293,7 +293,7 @@ def test_a_schema_before_session_pages_gets_their_indexes(
     """A store at version 5 (before sessions_page) keeps its sessions, and after the
     upgrade pages them from the new indexes. Failing: migration 006 does not apply over
     data, or the function orders by other expressions than the indexes hold."""
-    import memvault.backends.postgres_migrations as pm
+    import memvault.backends.postgres.migrations as pm
 
     five = migrations()[:5]
     monkeypatch.setattr(pm, "migrations", lambda: five)
@@ -327,7 +327,7 @@ def test_a_store_written_before_the_search_index_finds_its_messages(
     the upgrade, search finds its old messages at their full-view positions, the hidden
     ones only with include_hidden, and then what is appended. Failing: migration 008
     leaves the stored nodes out of the index, or indexes them with wrong visibility."""
-    import memvault.backends.postgres_migrations as pm
+    import memvault.backends.postgres.migrations as pm
 
     seven = migrations()[:7]
     monkeypatch.setattr(pm, "migrations", lambda: seven)

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import memvault
 from memvault import BackendError, BackendUnavailableError, ConfigurationError, Message
-from memvault.cli import app
+from memvault.cli.app import app
 
 READS = [
     ["sessions"],

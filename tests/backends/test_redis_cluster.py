@@ -17,8 +17,8 @@ import redis.connection
 from redis.crc import key_slot
 
 import memvault
-from memvault.backends.redis import RedisBackend, translate
-from memvault.backends.redis_ops import HINT, WRITE, Eval, Layout
+from memvault.backends.redis.backend import RedisBackend, translate
+from memvault.backends.redis.ops import HINT, WRITE, Eval, Layout
 from memvault.checks.opener import Opener
 from memvault.errors import BackendUnavailableError
 from memvault.paging import ORDERS

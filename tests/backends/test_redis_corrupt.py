@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memvault.backends.redis_ops import READ, Eval, Layout
+from memvault.backends.redis.ops import READ, Eval, Layout
 from memvault.checks.opener import Opener
 from memvault.errors import CorruptRecordError
 from memvault.messages import Message

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 import memvault
-from memvault.backends import redis_ops
+from memvault.backends.redis import ops as redis_ops
 from memvault.errors import OutcomeUnknownError
 from memvault.messages import Message
 from memvault.paging import ORDERS

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from memvault.backends.base import Write
 from memvault.backends.memory import MemoryBackend
-from memvault.backends.redis import RedisBackend
-from memvault.backends.redis import settings as redis_settings
-from memvault.backends.redis_ops import Layout
+from memvault.backends.redis.backend import RedisBackend
+from memvault.backends.redis.backend import settings as redis_settings
+from memvault.backends.redis.ops import Layout
 from memvault.messages import Message, Record, encode_message
 from memvault.paging import ORDERS, PageQuery
 from tests.support.redis import flushed, raw_client

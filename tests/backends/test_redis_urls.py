@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import memvault
-from memvault.backends.redis import settings
-from memvault.backends.redis_ops import Layout
+from memvault.backends.redis.backend import settings
+from memvault.backends.redis.ops import Layout
 from memvault.checks.opener import Opener
 from memvault.errors import BackendUnavailableError, ConfigurationError
 from memvault.messages import Message

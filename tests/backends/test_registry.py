@@ -61,7 +61,7 @@ def test_the_registry_lists_every_scheme(site: Path) -> None:
     cannot take over one of memvault's own schemes."""
     table = schemes()
     assert {"memory", "sqlite", "redis", "postgresql", "thirdjson", "jsonfile"} <= set(table)
-    assert table["sqlite"].value == "memvault.backends.sqlite"
+    assert table["sqlite"].value == "memvault.backends.sqlite.backend"
     with pytest.raises(ConfigurationError, match=r"the schemes are .*thirdjson://"):
         memvault.open("nosuch://x")
 

@@ -25,10 +25,10 @@ from memvault import (
     DuplicateMessageError,
     Message,
 )
-from memvault.backends.sqlite import page_sql
-from memvault.backends.sqlite_schema import KEYS, MAX_IN, SCHEMA_VERSION
+from memvault.backends.sqlite.backend import page_sql
+from memvault.backends.sqlite.schema import KEYS, MAX_IN, SCHEMA_VERSION
+from memvault.cli.reindex import open_for_reindex
 from memvault.paging import PageQuery
-from memvault.reindex import open_for_reindex
 from memvault.testing import ConceptEmbedder
 
 
@@ -326,7 +326,7 @@ def test_reads_answer_while_another_connection_holds_the_write_lock(tmp_path: Pa
 
 @pytest.mark.parametrize("durability,expected", [("full", 2), ("normal", 1)])
 def test_durability_sets_synchronous(tmp_path: Path, durability: str, expected: int) -> None:
-    from memvault.backends.sqlite import SqliteBackend
+    from memvault.backends.sqlite.backend import SqliteBackend
 
     backend = SqliteBackend(str(tmp_path / "x.db"), durability=durability)
     try:
@@ -420,7 +420,7 @@ def test_a_schema_4_or_5_file_is_upgraded_in_place(tmp_path: Path, schema: int) 
     both the indexed and the noted turn, and it takes new writes whose events follow
     the old ones and whose messages search finds. Failing: the migration drops or
     reorders rows, or loses what search_pending noted."""
-    from memvault.transfer import export_sessions
+    from memvault.cli.transfer import export_sessions
     from tests.data.make_baseline import run, searched
 
     path = tmp_path / "old.db"

@@ -21,7 +21,7 @@ import pytest
 
 import memvault
 from memvault import Message, SessionInfo
-from memvault.backends import sqlite_txn
+from memvault.backends.sqlite import txn as sqlite_txn
 from memvault.paging import ORDERS
 
 DATA = Path(__file__).parents[1] / "data"

@@ -82,7 +82,7 @@ def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_redis)
-    prefixes = ("redis.", "memvault.backends.redis")
+    prefixes = ("redis.", "memvault.backends.redis.backend")
     for mod in [m for m in sys.modules if m == "redis" or m.startswith(prefixes)]:
         monkeypatch.delitem(sys.modules, mod)
     with pytest.raises(ConfigurationError, match=r"memvault\[redis\]"):
@@ -133,7 +133,7 @@ def test_a_backend_bug_raising_type_error_is_not_called_an_option(
 ) -> None:
     """A TypeError from inside a backend is that backend's bug, shown as it is, not
     an 'unsupported option' (the message is not parsed for the word "argument")."""
-    from memvault.backends import sqlite
+    from memvault.backends.sqlite import backend as sqlite
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise TypeError("unexpected keyword argument (a bug deep inside)")

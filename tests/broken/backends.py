@@ -18,11 +18,11 @@ import redis.asyncio
 import redis.exceptions
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import Node, Row
+from memvault.backends.engine.core import Node, Row
 from memvault.backends.memory import MemoryBackend
-from memvault.backends.redis import AsyncRedisBackend, settings
-from memvault.backends.sqlite import SqliteBackend
-from memvault.backends.sqlite_schema import rowid_of
+from memvault.backends.redis.backend import AsyncRedisBackend, settings
+from memvault.backends.sqlite.backend import SqliteBackend
+from memvault.backends.sqlite.schema import rowid_of
 from memvault.errors import SnapshotNotFoundError
 from memvault.messages import Record
 from memvault.model import Snapshot

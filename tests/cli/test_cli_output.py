@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import memvault
 from memvault import Message
-from memvault.cli import app
+from memvault.cli.app import app
 from tests.support.backends import BACKENDS
 
 SHARED = ["postgres", "redis", "sqlite"]  # the backends two processes can share
@@ -88,7 +88,7 @@ def test_errors_print_urls_and_ids_literally(tmp_path: Path) -> None:
 
 
 def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(sys.modules, "memvault.backends.redis", raising=False)
+    monkeypatch.delitem(sys.modules, "memvault.backends.redis.backend", raising=False)
     monkeypatch.setitem(sys.modules, "redis", None)
     assert_one_line_error(
         cli("--url", "redis://127.0.0.1:6379/10", "sessions"), "pip install 'memvault[redis]'"
@@ -258,7 +258,7 @@ def test_demo_on_memory_says_why() -> None:
 
 CTRL_C = """
 import sys
-import memvault.cli
+import memvault.cli.app
 
 
 class Ready:  # says "ready" once the command reads its input, i.e. runs
@@ -282,7 +282,7 @@ class Stdin:
 
 sys.stdin = Stdin()
 sys.argv = ["memvault", "import", "-"]
-memvault.cli.main()
+memvault.cli.app.main()
 """
 
 

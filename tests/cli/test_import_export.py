@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 import memvault
 from memvault import BackendUnavailableError, Message, SnapshotExistsError
-from memvault.cli import app
-from memvault.transfer import export_sessions, import_sessions
+from memvault.cli.app import app
+from memvault.cli.transfer import export_sessions, import_sessions
 from tests.cli.test_transfer import contents
 from tests.support.backends import BACKENDS
 

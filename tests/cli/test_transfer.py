@@ -1,4 +1,4 @@
-"""JSONL export/import (memvault.transfer) and the seeded_store fixture."""
+"""JSONL export/import (memvault.cli.transfer) and the seeded_store fixture."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import memvault
 from memvault import ConflictError, InvalidMessageError, Message
-from memvault.transfer import export_session, export_sessions, import_sessions
+from memvault.cli.transfer import export_session, export_sessions, import_sessions
 from tests.data.make_baseline import run as baseline_flow
 
 DATA = Path(__file__).parents[1] / "data"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import memvault
 from memvault import Message, ToolCall
-from memvault.transfer import export_sessions
+from memvault.cli.transfer import export_sessions
 
 HERE = Path(__file__).parent
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)

@@ -116,6 +116,55 @@ def test_backends_import_only_low_modules() -> None:
     assert upward == set()
 
 
+# A folder per backend; what each may import from memvault.backends besides its own
+# folder and the modules every backend shares (the protocol, URL options, record
+# decoding). Only the backends that run the operations in Python use the engine.
+BACKEND_SHARED = {
+    "memvault.backends",
+    "memvault.backends.base",
+    "memvault.backends.url",
+    "memvault.backends.records",
+}
+BACKEND_FOLDERS = {
+    "engine": set(),
+    "sqlite": {"engine"},
+    "redis": set(),
+    "postgres": set(),
+}
+
+
+def test_each_backend_folder_imports_only_its_own_and_the_shared_modules() -> None:
+    crossing = set()
+    for name, deps in graph().items():
+        parts = name.split(".")
+        if parts[:2] != ["memvault", "backends"] or len(parts) < 4:
+            continue  # a top-level module of memvault.backends, or not a backend
+        folder = parts[2]
+        assert folder in BACKEND_FOLDERS, f"{name}: a backend folder the rules do not name"
+        allowed = {folder, *BACKEND_FOLDERS[folder]}
+        for dep in deps:
+            if dep.startswith("memvault.backends.") and dep not in BACKEND_SHARED:
+                if dep.split(".")[2] not in allowed:
+                    crossing.add((name, dep))
+    assert crossing == set()
+
+
+def test_the_shared_backend_modules_import_no_backend() -> None:
+    """The protocol and the helpers every backend shares stand below all of them."""
+    edges = graph()
+    for name in BACKEND_SHARED - {"memvault.backends"}:
+        assert not {
+            d for d in edges[name] if d not in BACKEND_SHARED and d.startswith("memvault.backends")
+        }, name
+
+
+def test_only_the_entry_points_import_the_commands() -> None:
+    """memvault.cli.app (the commands) sits on top: the CLI's helpers, which the
+    library and the toolkit use too, never import it."""
+    importers = {n for n, deps in graph().items() if "memvault.cli.app" in deps}
+    assert importers <= {"memvault.__main__"}
+
+
 def test_the_version_is_written_once() -> None:
     """pyproject.toml reads it from the package; the installed metadata agrees."""
     import importlib.metadata

@@ -103,8 +103,8 @@ def test_each_script_calls_its_own_functions() -> None:
     its own (hint.lua's only from its 'apply'), never the other's."""
     reached = tool.entries_reaching(tool.TARGETS["redis"])
     mine = {u.file: reached[u] for u in reached if u.name == "fn:unindex"}
-    assert mine["redis_lua/hint.lua"] == {("hint", "apply")}
-    assert {script for script, _ in mine["redis_lua/write.lua"]} == {"write"}
+    assert mine["redis/lua/hint.lua"] == {("hint", "apply")}
+    assert {script for script, _ in mine["redis/lua/write.lua"]} == {"write"}
 
 
 @pytest.mark.parametrize(
@@ -132,9 +132,9 @@ def test_each_script_calls_its_own_functions() -> None:
 )
 def test_a_mutant_runs_the_tests_of_the_mode_its_code_runs_in(line: str, mode: str | None) -> None:
     target = tool.TARGETS["redis"]
-    text = (tool.BACKENDS / "redis_lua/write.lua").read_text("utf-8")
+    text = (tool.BACKENDS / "redis/lua/write.lua").read_text("utf-8")
     at = text.index(line.replace("|", "")) + line.index("|")
-    assert tool.mode_at(tool.mode_spans(target), "redis_lua/write.lua", at) == mode
+    assert tool.mode_at(tool.mode_spans(target), "redis/lua/write.lua", at) == mode
 
 
 @pytest.mark.parametrize(
@@ -208,9 +208,9 @@ sys.path.insert(0, {str(TOOL.parent)!r})
 import mutate_scripts as t
 os.chdir(t.ROOT)
 target = t.TARGETS["redis"]
-text = (t.BACKENDS / "redis_lua/{file}").read_text("utf-8")
+text = (t.BACKENDS / "redis/lua/{file}").read_text("utf-8")
 at = text.index({anchor!r})
-noop = t.Mutant(1, "redis_lua/{file}", 1, "none", text[at:at + 2], text[at:at + 2], at, at + 2)
+noop = t.Mutant(1, "redis/lua/{file}", 1, "none", text[at:at + 2], text[at:at + 2], at, at + 2)
 mutate = t.Mutate(target, {keyword!r}, 60.0)
 try:
     mutate.record()
@@ -242,14 +242,14 @@ def test_mutmut_score_counts_only_case_changes_of_plain_sql_as_equivalent() -> N
     the schema's names only); of a literal inside SQL, of text that is not SQL, of a
     lone name, or outside the SQLite backend's modules (sqlite*.py), it is not."""
     score = _score_tool()
-    src = "src/memvault/backends/sqlite.py"
+    src = "src/memvault/backends/sqlite/backend.py"
     line = 'self._db.execute("DELETE FROM vectors WHERE key = ?", (key,))'
     assert score._sql_case(src, [line], [line.replace("DELETE FROM", "delete from")])
     assert score._sql_case(
-        "src/memvault/backends/sqlite_txn.py", [line], [line.replace("DELETE FROM", "delete from")]
+        "src/memvault/backends/sqlite/txn.py", [line], [line.replace("DELETE FROM", "delete from")]
     )
     assert not score._sql_case(
-        "src/memvault/backends/engine.py", [line], [line.replace("DELETE FROM", "delete from")]
+        "src/memvault/backends/engine/core.py", [line], [line.replace("DELETE FROM", "delete from")]
     )
     quoted = "self._one(\"SELECT 1 FROM sqlite_master WHERE name = 'vectors'\")"
     assert not score._sql_case(src, [quoted], [quoted.upper()])

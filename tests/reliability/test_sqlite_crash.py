@@ -28,8 +28,8 @@ import pytest
 import memvault
 from memvault import BackendError, Message
 from memvault.backends.base import Write
-from memvault.backends.engine import Row, Txn
-from memvault.backends.sqlite import SqliteBackend
+from memvault.backends.engine.core import Row, Txn
+from memvault.backends.sqlite.backend import SqliteBackend
 from memvault.checks.opener import Opener
 
 pytestmark = pytest.mark.slow

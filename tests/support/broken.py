@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from memvault.backends.base import Write
-from memvault.backends.sqlite import SqliteBackend
+from memvault.backends.sqlite.backend import SqliteBackend
 from memvault.errors import BackendUnavailableError
 from memvault.messages import Record
 from memvault.model import Snapshot

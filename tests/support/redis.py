@@ -22,7 +22,7 @@ import pytest
 import redis
 import redis.cluster
 
-from memvault.backends.redis_ops import Layout
+from memvault.backends.redis.ops import Layout
 from memvault.torture import servers
 from memvault.torture.servers import free_port as free_port  # re-exported for the tests
 

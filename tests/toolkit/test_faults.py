@@ -67,7 +67,7 @@ def test_plugin_import_is_light() -> None:
         "memvault.testing.guard",
         "memvault.checks.lostwrites",
         "memvault.testing.state",
-        "memvault.transfer",
+        "memvault.cli.transfer",
     ]
     code = f"import sys, memvault.testing.plugin; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run(

@@ -6,7 +6,7 @@ import json
 
 import memvault
 from memvault import Message
-from memvault.reindex import reindex
+from memvault.cli.reindex import reindex
 from memvault.testing import ConceptEmbedder
 
 

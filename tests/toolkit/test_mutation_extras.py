@@ -18,7 +18,7 @@ import pytest
 import memvault
 import memvault.store
 from memvault import Message
-from memvault.backends.sqlite_schema import SCHEMA_VERSION
+from memvault.backends.sqlite.schema import SCHEMA_VERSION
 from memvault.model import utc
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from memvault import Message
 from memvault.backends.base import ThreadedAsyncBackend
-from memvault.backends.sqlite import SqliteBackend
+from memvault.backends.sqlite.backend import SqliteBackend
 from memvault.testing import Opener
 
 

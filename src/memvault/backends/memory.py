@@ -4,7 +4,7 @@ Each :func:`memvault.open` of ``memory://`` is a fresh, empty store private to t
 process. One lock serializes every operation. Rows are copied in and out, so a
 caller never holds a reference into the store.
 
-Search: a BM25 inverted index (:class:`~memvault.backends.lexical.WordIndex`) over
+Search: a BM25 inverted index (:class:`~memvault.backends.engine.lexical.WordIndex`) over
 every stored node, written by
 the same call that stores the node; statistics (document count, average length,
 document frequencies) are the whole store's.
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memvault.backends.base import Backend
-from memvault.backends.engine import Node, Row
-from memvault.backends.lexical import IndexedEngine, WordIndex
+from memvault.backends.engine.core import Node, Row
+from memvault.backends.engine.lexical import IndexedEngine, WordIndex
 from memvault.backends.url import read_options, redact
 from memvault.errors import BackendUnavailableError, ConfigurationError
 from memvault.model import Event, Snapshot

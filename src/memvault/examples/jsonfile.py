@@ -11,7 +11,7 @@ Written as another package would write it, with memvault's public seams only:
 
   and then ``memvault.open("jsonfile:///tmp/store.json")`` opens it.
 - It reuses memvault's operation engine, so it provides only the storage primitives
-  (the :class:`~memvault.backends.engine.Txn` protocol), and one transaction = load
+  (the :class:`~memvault.backends.engine.core.Txn` protocol), and one transaction = load
   the file under an ``flock`` (shared to read, exclusive to write), then replace it
   atomically.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memvault.backends.base import Backend
-from memvault.backends.engine import Engine, Node, Row
+from memvault.backends.engine.core import Engine, Node, Row
 from memvault.backends.url import read_options, redact
 from memvault.errors import BackendUnavailableError, ConfigurationError
 from memvault.model import Event, Snapshot, utc

@@ -1,7 +1,7 @@
 """Seeded stores: each test starts from its own copy of a realistic baseline.
 
 A baseline is a SQLite file (``.db``, ``.sqlite``, ``.sqlite3``), copied as is, or
-a JSONL export (:mod:`memvault.transfer`), imported into any store.
+a JSONL export (:mod:`memvault.cli.transfer`), imported into any store.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import memvault
-from memvault.transfer import import_sessions
+from memvault.cli.transfer import import_sessions
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 

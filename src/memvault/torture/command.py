@@ -13,8 +13,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from memvault.checks.opener import Opener
+from memvault.cli.terminal import error, say
 from memvault.errors import ConfigurationError, MemvaultError
-from memvault.terminal import error, say
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
 from memvault.torture.runner import Status, TortureSettings, cleanup, prepare, run_torture

@@ -15,8 +15,8 @@ from urllib.parse import quote
 from rich.console import Console
 from rich.text import Text
 
+from memvault.cli.terminal import plural, shown
 from memvault.messages import Message
-from memvault.terminal import plural, shown
 from memvault.ui.views import Entry, Item, Timeline
 
 ROLE_STYLES = {

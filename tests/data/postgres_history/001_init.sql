@@ -1,7 +1,7 @@
 -- memvault PostgreSQL schema, version 1.
 --
 -- @schema@ is replaced by the quoted schema name before this runs. Every
--- operation of memvault.backends.engine is one function here, so each costs one
+-- operation of memvault.backends.engine.core is one function here, so each costs one
 -- round trip; writers serialize on their session row (SELECT ... FOR UPDATE).
 --
 -- Column choices: session ids, snapshot names, message ids and writer labels are
@@ -10,7 +10,7 @@
 -- JSON escapes NUL as \u0000, which jsonb rejects; text keeps it byte for byte.
 -- Times are the client's epoch seconds (double precision), like the engine's.
 -- Error SQLSTATEs MV001-MV009 carry domain errors to the client (see
--- memvault.backends.postgres_calls).
+-- memvault.backends.postgres.calls).
 
 CREATE TABLE @schema@.sessions (
     sid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

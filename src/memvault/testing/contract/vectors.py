@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import memvault.store
+from memvault.cli.reindex import reindex
 from memvault.errors import ConfigurationError, InvalidArgumentError
 from memvault.messages import Message, ToolCall
-from memvault.reindex import reindex
 from memvault.testing.contract.base import ContractBase
 from memvault.testing.contract.ttl import FrozenClock
 from memvault.vectors import Index, text_key, vector_store

@@ -10,15 +10,13 @@ raises has changed nothing. Redis and PostgreSQL run the same logic server-side
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
-from memvault.backends import compaction
 from memvault.backends.base import Stored, Write
+from memvault.backends.engine import compaction
 from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
-    CorruptRecordError,
     broken_chain,
     duplicate_ids,
     hidden_through,
@@ -63,31 +61,6 @@ def check_chain(session_id: str, depths: Sequence[int], top: int, count: int) ->
             raise broken_chain(session_id, top - k)
     if len(depths) != count:
         raise broken_chain(session_id, top - len(depths))
-
-
-def decoded(session_id: str, what: str, parse: Callable[[], T]) -> T:
-    """``parse()`` of a stored record other than a message (an event, a snapshot);
-    whatever it raises on damaged data becomes CorruptRecordError naming ``what``."""
-    try:
-        return parse()
-    except (
-        ValueError,
-        TypeError,
-        KeyError,
-        IndexError,
-        AttributeError,
-        OverflowError,
-        RecursionError,
-    ) as exc:
-        raise CorruptRecordError(session_id, None, f"{what} cannot be decoded ({exc})") from exc
-
-
-def json_object(text: str | bytes) -> dict[str, object]:
-    """A stored JSON object (an event's detail); ValueError if it is anything else."""
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError(f"not a JSON object: {type(value).__name__}")
-    return value
 
 
 @dataclass

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from memvault.backends.base import Match
-from memvault.backends.engine import Engine, Node, Row, Txn
+from memvault.backends.engine.core import Engine, Node, Row, Txn
 from memvault.errors import broken_chain, message_missing
 from memvault.words import K1, B, body_words
 

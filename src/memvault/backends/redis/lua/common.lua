@@ -1,4 +1,4 @@
--- Shared by read.lua and write.lua: memvault.backends.redis_ops prepends it to each.
+-- Shared by read.lua and write.lua: memvault.backends.redis.ops prepends it to each.
 --
 -- A session is six keys sharing one hash tag (so one cluster slot):
 --   meta   hash  head, depth, base, version, next (node id), created, updated,

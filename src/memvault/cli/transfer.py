@@ -41,10 +41,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from memvault.cli.replay import Replay
 from memvault.errors import ConflictError, InvalidMessageError, MemvaultError
 from memvault.messages import Message, encode_message
 from memvault.model import Snapshot
-from memvault.replay import Replay
 from memvault.store import Session, Store
 
 FORMAT = 1

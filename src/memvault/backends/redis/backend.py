@@ -5,7 +5,7 @@ script text is sent only after ``NOSCRIPT``; two scripts, reads and writes, each
 dispatching on the operation it is given; a third reads the session index, a fourth
 keeps it on a cluster): atomic on the server, one round trip (on a cluster a write is
 three: docs/redis.md), no read-modify-write in Python. The logic, keys and scripts
-live in :mod:`memvault.backends.redis_ops`; this module only sends its requests, through
+live in :mod:`memvault.backends.redis.ops`; this module only sends its requests, through
 redis-py (sync) or ``redis.asyncio`` (async), and maps driver errors:
 
 * nothing was sent (connection refused, auth failure, server loading, cluster
@@ -25,7 +25,7 @@ Options (keywords, or query parameters of the URL; keywords win):
   ``max_connections`` (default unbounded).
 * ``wait_replicas`` (default 0) and ``wait_timeout`` (default 1 s): after each
   write, wait for that many replicas to acknowledge it (``WAIT``), else raise
-  :class:`~memvault.errors.OutcomeUnknownError`; see :mod:`memvault.backends.redis_wait`.
+  :class:`~memvault.errors.OutcomeUnknownError`; see :mod:`memvault.backends.redis.wait`.
   Not with ``cluster``.
 
 Also accepted in the URL query and handed to redis-py: ``db``, ``client_name``,
@@ -60,9 +60,9 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from memvault.backends import redis_wait
 from memvault.backends.base import AsyncBackend, Backend, Stored, Write
-from memvault.backends.redis_ops import (
+from memvault.backends.redis import wait as redis_wait
+from memvault.backends.redis.ops import (
     FETCH_FIELDS,
     WRITE,
     Afterward,

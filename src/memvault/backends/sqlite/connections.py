@@ -139,7 +139,7 @@ class Connections:
 class WriteGate:
     """One database file's write lock among this process's threads: a writer takes
     it before ``BEGIN IMMEDIATE`` and gives it back after ``COMMIT`` or ``ROLLBACK``
-    (:class:`~memvault.backends.sqlite_txn.Transaction`). Threads then queue here,
+    (:class:`~memvault.backends.sqlite.txn.Transaction`). Threads then queue here,
     each woken as soon as the one before is done, and only other processes' writers
     meet SQLite's busy handler, which sleeps (up to 100 ms at a time) and looks again
     while others take the lock in between: 8 threads appending at once each met it,

@@ -1,9 +1,9 @@
 -- memvault's PostgreSQL functions: the current definition of every one, in one place.
 --
 -- @schema@ is replaced by the quoted schema name before this runs. Every operation of
--- memvault.backends.engine is one function here, so each costs one round trip; writers
+-- memvault.backends.engine.core is one function here, so each costs one round trip; writers
 -- serialize on their session row (SELECT ... FOR UPDATE). Error SQLSTATEs MV001-MV013
--- carry domain errors to the client (see memvault.backends.postgres_calls).
+-- carry domain errors to the client (see memvault.backends.postgres.calls).
 --
 -- The migrations (NNN_*.sql) create the tables, indexes and types these read and
 -- write. This file is applied after them, whenever its content differs from the one
@@ -993,7 +993,7 @@ END $$;
 -- search: the p_k best indexed nodes holding any of p_terms (Okapi BM25, k1 1.2,
 -- b 0.75, over the whole index's statistics, like SQLite's FTS5) among the live
 -- sessions named (NULL: all), best first, with their place in the full view (NULL:
--- hidden; skipped unless p_hidden). Visibility as memvault.backends.lexical decides
+-- hidden; skipped unless p_hidden). Visibility as memvault.backends.engine.lexical decides
 -- it: a summary is visible if the session's summary chain reaches it above base; a
 -- message if it lies on the chain from head above base (no walk when the session
 -- stores exactly depth messages; otherwise one walk of node ids per session, as deep

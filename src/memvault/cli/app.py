@@ -20,13 +20,13 @@ import typer
 from typer.core import TyperGroup
 
 import memvault
-from memvault import demo as demo_module
-from memvault import transfer
+from memvault.cli import demo as demo_module
+from memvault.cli import transfer
+from memvault.cli.terminal import columns, emit, error, json_line, plural, progress_bar, say, shown
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
 from memvault.model import COMPACT_BATCH
 from memvault.paging import MAX_LIMIT, ORDERS, SessionPage
-from memvault.terminal import columns, emit, error, json_line, plural, progress_bar, say, shown
 from memvault.ui import views
 from memvault.ui.text import timeline_lines
 from memvault.urls import backend_module, redact, resolve
@@ -466,7 +466,7 @@ def search(
 ) -> None:
     """Search a session's full view (summaries too): best first, by relevance to its words,
     fused with the embedder's ranking if one is given."""
-    from memvault.reindex import load_embedder
+    from memvault.cli.reindex import load_embedder
 
     extra = {} if embedder is None else {"embedder": load_embedder(embedder)}
     with opened(url, read_only=True, **extra) as store:
@@ -583,7 +583,7 @@ def reindex(
     url: UrlOption = None,
 ) -> None:
     """Store the search vectors the store is missing (resumable: run it again)."""
-    from memvault import reindex as recall
+    from memvault.cli import reindex as recall
 
     chosen = recall.load_embedder(embedder)
     with (

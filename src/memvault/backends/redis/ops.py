@@ -2,8 +2,8 @@
 
 Each operation is a generator that yields :class:`Eval` / :class:`Scan` /
 :class:`Fetch` requests and receives their raw replies; the sync and async
-clients in :mod:`memvault.backends.redis` only send requests. Every operation on
-a session is one :class:`Eval` of a Lua script (``redis_lua/*.lua``): atomic, one
+clients in :mod:`memvault.backends.redis.backend` only send requests. Every operation on
+a session is one :class:`Eval` of a Lua script (``redis/lua/*.lua``): atomic, one
 round trip. ``fork`` reads the source in one script and writes the new session in
 another, because on a cluster the two sessions may live on different nodes; ``pop``
 reads its message and decodes it before the script that pops it;
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from memvault.backends.base import Stored, Write
-from memvault.backends.engine import decoded
+from memvault.backends.records import decoded
 from memvault.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -81,7 +81,7 @@ class Script:
 
     @classmethod
     def load(cls, name: str, shebang: str) -> Script:
-        folder = files("memvault.backends").joinpath("redis_lua")
+        folder = files("memvault.backends.redis").joinpath("lua")
         common = folder.joinpath("common.lua").read_text("utf-8")
         text = f"{shebang}\n{common}\n{folder.joinpath(name).read_text('utf-8')}"
         return cls(text, hashlib.sha1(text.encode("utf-8")).hexdigest())

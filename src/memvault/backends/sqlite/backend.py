@@ -29,9 +29,9 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from memvault.backends.base import Backend, Match, Stored, Write
-from memvault.backends.engine import Row, Txn, check_chain
-from memvault.backends.lexical import IndexedEngine
-from memvault.backends.sqlite_connections import (
+from memvault.backends.engine.core import Row, Txn, check_chain
+from memvault.backends.engine.lexical import IndexedEngine
+from memvault.backends.sqlite.connections import (
     Connections,
     Lease,
     WriteGate,
@@ -39,7 +39,7 @@ from memvault.backends.sqlite_connections import (
     watch,
     write_gate,
 )
-from memvault.backends.sqlite_schema import (
+from memvault.backends.sqlite.schema import (
     FULL_LINEAR,
     HISTORY,
     KEYS,
@@ -52,7 +52,7 @@ from memvault.backends.sqlite_schema import (
     backfill,
     index_bodies,
 )
-from memvault.backends.sqlite_txn import Begin, SqliteTxn, Transaction, driver_error, is_busy
+from memvault.backends.sqlite.txn import Begin, SqliteTxn, Transaction, driver_error, is_busy
 from memvault.backends.url import read_options, redact
 from memvault.errors import (
     BackendError,
@@ -337,7 +337,7 @@ class SqliteBackend(IndexedEngine):
         then search. When it cannot write them at once (a read-only store, or
         another connection holds the write lock), the search ranks them itself
         beside the index, exactly as it will once they are indexed
-        (:mod:`~memvault.backends.sqlite_lag`), and the next search indexes them."""
+        (:mod:`~memvault.backends.sqlite.lag`), and the next search indexes them."""
         db = self._connect()
         self._connections.enter(db)
         try:

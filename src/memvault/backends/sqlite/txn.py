@@ -13,10 +13,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
-from memvault.backends.engine import Node, Row, decoded, json_object
-from memvault.backends.sqlite_connections import Connections, WriteGate
-from memvault.backends.sqlite_lag import ranked
-from memvault.backends.sqlite_schema import (
+from memvault.backends.engine.core import Node, Row
+from memvault.backends.records import decoded, json_object
+from memvault.backends.sqlite.connections import Connections, WriteGate
+from memvault.backends.sqlite.lag import ranked
+from memvault.backends.sqlite.schema import (
     ANCESTORS,
     CHAIN,
     EVENT,
@@ -250,7 +251,7 @@ def live_ids_sql(count: int) -> str:
 
 
 class SqliteTxn:
-    """The engine's primitives (:class:`~memvault.backends.engine.Txn`) on one
+    """The engine's primitives (:class:`~memvault.backends.engine.core.Txn`) on one
     connection, inside the transaction a :class:`Transaction` holds."""
 
     def __init__(

@@ -8,7 +8,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from memvault.backends.engine import Row
+from memvault.backends.engine.core import Row
 from memvault.paging import NEVER
 from memvault.words import body_words
 

@@ -1,9 +1,9 @@
 """Versioned migrations of memvault's PostgreSQL schema (no I/O here).
 
-Each file ``postgres_sql/NNN_name.sql`` is one migration of the tables, indexes,
+Each file ``postgres/sql/NNN_name.sql`` is one migration of the tables, indexes,
 types and data, applied once, in order, and recorded in
 ``<schema>.migrations (version, name, applied_at)``. The functions are not in
-migrations: ``postgres_sql/functions.sql`` holds the current definition of each
+migrations: ``postgres/sql/functions.sql`` holds the current definition of each
 one (``CREATE OR REPLACE``), applied after the migrations whenever its content
 differs from what the schema last applied (its SHA-256 is recorded in
 ``<schema>.functions``), so a reader finds every function in one place and a
@@ -57,7 +57,7 @@ class Migration:
 @functools.cache
 def migrations() -> tuple[Migration, ...]:
     """Every migration shipped with this package, in order (versions 1, 2, ... without gaps)."""
-    folder = resources.files("memvault.backends").joinpath("postgres_sql")
+    folder = resources.files("memvault.backends.postgres").joinpath("sql")
     found = []
     for item in folder.iterdir():
         match = _FILE_NAME.fullmatch(item.name)
@@ -71,8 +71,8 @@ def migrations() -> tuple[Migration, ...]:
 
 @functools.cache
 def functions() -> str:
-    """The text of ``postgres_sql/functions.sql``: every function's current definition."""
-    folder = resources.files("memvault.backends").joinpath("postgres_sql")
+    """The text of ``postgres/sql/functions.sql``: every function's current definition."""
+    folder = resources.files("memvault.backends.postgres").joinpath("sql")
     return folder.joinpath("functions.sql").read_text("utf-8")
 
 

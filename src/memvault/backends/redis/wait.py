@@ -18,7 +18,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from memvault.backends.redis_ops import Eval
+from memvault.backends.redis.ops import Eval
 from memvault.errors import ConfigurationError, OutcomeUnknownError
 from memvault.model import check_seconds
 

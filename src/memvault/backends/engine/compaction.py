@@ -29,7 +29,7 @@ from memvault.model import (
 
 
 class _Row(Protocol):
-    """What compact reads of :class:`~memvault.backends.engine.Row` (the engine
+    """What compact reads of :class:`~memvault.backends.engine.core.Row` (the engine
     imports this module, so it is named by shape here)."""
 
     key: int | str
@@ -47,7 +47,7 @@ R = TypeVar("R", bound=_Row)
 
 
 class _Txn(Protocol[R]):
-    """The :class:`~memvault.backends.engine.Txn` primitives compact uses."""
+    """The :class:`~memvault.backends.engine.core.Txn` primitives compact uses."""
 
     def rows(self) -> list[R]: ...
     def load(self, name: str) -> R | None: ...

@@ -2,10 +2,10 @@
 
 Every operation is one round trip: a call to a server-side function that runs
 the whole operation in one transaction, serialized per session by a lock on the
-session's row (see ``postgres_sql/``). The sync face uses
+session's row (see ``postgres/sql/``). The sync face uses
 :class:`psycopg_pool.ConnectionPool`, the async face
 :class:`psycopg_pool.AsyncConnectionPool`; they share every statement, argument
-encoding and result parser (:mod:`~memvault.backends.postgres_calls`) and
+encoding and result parser (:mod:`~memvault.backends.postgres.calls`) and
 differ only in how they execute.
 
 URL and options::
@@ -66,8 +66,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from memvault.backends.base import AsyncBackend, Backend, Match, Stored, Write
-from memvault.backends.postgres_calls import Call, Calls, failure, reason_of
-from memvault.backends.postgres_migrations import (
+from memvault.backends.postgres.calls import Call, Calls, failure, reason_of
+from memvault.backends.postgres.migrations import (
     DEFAULT_SCHEMA,
     check_schema,
     latest,

@@ -21,9 +21,9 @@ from typing import Any, Generic, TypeVar
 import psycopg
 
 from memvault import errors
-from memvault.backends import engine
+from memvault.backends import records
 from memvault.backends.base import Match, Stored, Write
-from memvault.backends.postgres_migrations import quote
+from memvault.backends.postgres.migrations import quote
 from memvault.errors import (
     BackendError,
     BackendUnavailableError,
@@ -174,7 +174,7 @@ def _optional_utf8(text: str | None) -> bytes | None:
 def _snapshot(session_id: str, r: tuple[Any, ...]) -> Snapshot:
     name = bytes(r[0]).decode("utf-8", "replace")
     # r[7:9], the summary pointer: absent from a schema before version 5
-    return engine.decoded(
+    return records.decoded(
         session_id,
         f"snapshot {name!r}",
         lambda: Snapshot(
@@ -184,7 +184,7 @@ def _snapshot(session_id: str, r: tuple[Any, ...]) -> Snapshot:
 
 
 def _event(session_id: str, r: tuple[Any, ...]) -> Event:
-    return engine.decoded(
+    return records.decoded(
         session_id,
         f"the event of version {r[0]}",
         lambda: Event(
@@ -196,7 +196,7 @@ def _event(session_id: str, r: tuple[Any, ...]) -> Event:
             r[5],
             r[6],
             r[7],
-            engine.json_object(r[8]),
+            records.json_object(r[8]),
         ),
     )
 
@@ -264,7 +264,7 @@ class Calls:
     """Builds the :class:`Call` of each operation for one schema.
 
     Args:
-        schema: a name that passed :func:`~memvault.backends.postgres_migrations.check_schema`.
+        schema: a name that passed :func:`~memvault.backends.postgres.migrations.check_schema`.
     """
 
     def __init__(self, schema: str) -> None:

@@ -47,7 +47,7 @@ def test_the_integrations_package_imports_without_any_framework(
 def test_the_cli_runs_without_the_mcp_sdk_and_its_mcp_command_names_the_extra() -> None:
     script = (
         "import sys; sys.modules['mcp'] = None; sys.argv[1:] = {args!r}; "
-        "from memvault.cli import main; main()"
+        "from memvault.cli.app import main; main()"
     )
     listed = subprocess.run(
         [sys.executable, "-c", script.format(args=["--help"])],

@@ -180,3 +180,15 @@ def test_the_port_is_the_one_asked_for(tmp_path: Path) -> None:
         "--url", f"sqlite:///{tmp_path}/store.db", "--port", str(port), stderr=tmp_path / "log"
     ) as (endpoint, _):
         assert endpoint == f"http://127.0.0.1:{port}/mcp"
+
+
+def test_a_history_larger_than_the_clients_event_limit_is_read_whole(
+    served: tuple[str, str, Path],
+) -> None:
+    """The SDK's client refuses a server-sent event over 1 MiB; answers are JSON."""
+    endpoint, _, _ = served
+    big = "\U0001f600\x00é" * 300_000  # 2.1 MiB of UTF-8
+    with http(endpoint) as client:
+        client.ok("append_messages", session_id="big", messages=[{"role": "user", "content": big}])
+        read = client.ok("read_history", session_id="big")
+    assert read["messages"][0]["content"] == big

@@ -681,8 +681,8 @@ async def _serve_http(
 ) -> None:
     import uvicorn
 
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
     if is_loopback(host):
-        shown = f"[{host.strip('[]')}]" if ":" in host else host
         names = dict.fromkeys([shown, *LOOPBACK_NAMES, "[::1]"])
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
@@ -697,6 +697,9 @@ async def _serve_http(
         )
     app = server.streamable_http_app(
         streamable_http_path=PATH,
+        # Answers as JSON bodies, not server-sent events: the SDK's client refuses an
+        # event over 1 MiB, and a history can be larger (no tool streams anything).
+        json_response=True,
         transport_security=security,
         host=host,
         # A batch as large as the store accepts, with room for JSON's escapes.
@@ -705,7 +708,6 @@ async def _serve_http(
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host.strip("[]"), port), family=family)
     bound = sock.getsockname()[1]
-    shown = f"[{host.strip('[]')}]" if ":" in host else host
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     announce(f"memvault MCP server on http://{shown}:{bound}{PATH} {what}; Ctrl-C to stop")
     await uvicorn.Server(config).serve(sockets=[sock])

@@ -131,8 +131,9 @@ def stdio(*args: str, stderr: Path, env: dict[str, str] | None = None) -> Iterat
 
 @contextmanager
 def http_server(*args: str, stderr: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``memvault mcp --transport http --port 0 ARGS``: its endpoint URL (from the line it
-    announces on stderr) and its process; stopped (SIGTERM) on leaving."""
+    """``memvault mcp --transport http --port 0 ARGS`` (a ``--port`` in ARGS wins): its
+    endpoint URL (from the line it announces on stderr) and its process; stopped
+    (SIGTERM) on leaving."""
     with stderr.open("ab") as log:
         proc = subprocess.Popen(
             [MEMVAULT, "mcp", "--transport", "http", "--port", "0", *args],

@@ -7,6 +7,7 @@ is not changed by a byte; a store that does not exist is an error, not a new fil
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,3 +107,23 @@ def test_a_missing_store_is_an_error_not_a_new_file(tmp_path: Path) -> None:
         f"error: ConfigurationError: no such store: '{missing}' does not exist"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["global --url", "$MEMVAULT_URL"])
+def test_the_store_can_be_named_as_for_every_command(tmp_path: Path, where: str) -> None:
+    url = f"sqlite:///{tmp_path}/named.db"
+    args, env = (
+        (["--url", url, "mcp"], {}) if where == "global --url" else (["mcp"], {"MEMVAULT_URL": url})
+    )
+    done = subprocess.run(
+        [MEMVAULT, *args, "--read-only"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert (done.returncode, done.stderr.strip()) == (
+        1,
+        f"error: ConfigurationError: no such store: '{tmp_path}/named.db' does not exist",
+    )

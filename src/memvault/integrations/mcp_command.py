@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from memvault.cli.options import UrlOption, command_url
 from memvault.hosts import MCP_PORT
 
 
@@ -21,12 +22,7 @@ class TransportName(str, Enum):
 
 def mcp(
     ctx: typer.Context,
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."
-        ),
-    ] = None,
+    url: UrlOption = None,
     transport: Annotated[
         TransportName,
         typer.Option(
@@ -56,10 +52,8 @@ def mcp(
     """Serve the store to MCP clients (desktop assistants, IDE agents): tools to append,
     read, search, summarize, snapshot and roll back conversations."""
     from memvault.integrations.mcp import serve
-    from memvault.urls import resolve
 
-    # The command's --url, else the app's global --url, else $MEMVAULT_URL, else the default.
-    target = resolve(url or ctx.find_root().params.get("url"))
+    target = command_url(ctx, url)
     serve(target, transport=transport.value, host=host, port=port, read_only=read_only)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 
 import pytest
@@ -22,6 +23,7 @@ from memvault import ConfigurationError
             "pydantic_ai_harness",
             "memvault[pydantic-ai-harness]",
         ),
+        ("memvault.integrations.mcp", "mcp", "memvault[mcp]"),
     ],
 )
 def test_a_missing_framework_raises_configuration_error_naming_the_extra(
@@ -44,6 +46,7 @@ def test_the_integrations_package_imports_without_any_framework(
         "agents",
         "langchain_core",
         "langgraph",
+        "mcp",
         "pydantic_ai",
         "pydantic_ai_harness",
     ):
@@ -52,3 +55,27 @@ def test_the_integrations_package_imports_without_any_framework(
     monkeypatch.delitem(sys.modules, "memvault.integrations._common", raising=False)
     importlib.import_module("memvault.integrations")
     importlib.import_module("memvault.integrations._common")
+
+
+def test_the_cli_runs_without_the_mcp_sdk_and_its_mcp_command_names_the_extra() -> None:
+    script = (
+        "import sys; sys.modules['mcp'] = None; sys.argv[1:] = {args!r}; "
+        "from memvault.cli.app import main; main()"
+    )
+    listed = subprocess.run(
+        [sys.executable, "-c", script.format(args=["--help"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0 and " mcp " in listed.stdout
+    done = subprocess.run(
+        [sys.executable, "-c", script.format(args=["mcp", "--url", "memory://"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: ConfigurationError: memvault.integrations.mcp needs mcp")
+    assert line.endswith("an optional dependency: pip install 'memvault[mcp]'")

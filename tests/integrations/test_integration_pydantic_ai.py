@@ -255,6 +255,8 @@ def test_messages_of_other_writers_are_read_as_model_messages(store: memvault.St
     assert loaded[3].parts[0] == ToolReturnPart(
         "add", "3", tool_call_id="c1", timestamp=loaded[3].timestamp
     )
+    # a window that starts at such a tool result reads back to the call that names it
+    assert history.load(last=2) == loaded[2:]
     result = make_agent().run_sync("and 2 and 3?", message_history=loaded)
     history.extend(result.new_messages())  # (pydantic-ai merged system and user in its copy)
     assert history.load() == loaded + result.new_messages()

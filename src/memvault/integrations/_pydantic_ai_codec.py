@@ -153,11 +153,15 @@ def _answered(part: Any) -> str | None:
 
 
 class Undecodable(Exception):
-    """A stored message this pydantic-ai cannot read: ``index`` in the list read."""
+    """A stored message this pydantic-ai cannot read: ``index`` in the list read.
 
-    def __init__(self, index: int, reason: str) -> None:
+    ``unnamed`` is set for another writer's tool result whose tool name is neither
+    its own nor its call's among the messages read: reading further back may find it.
+    """
+
+    def __init__(self, index: int, reason: str, *, unnamed: bool = False) -> None:
         super().__init__(reason)
-        self.index, self.reason = index, reason
+        self.index, self.reason, self.unnamed = index, reason, unnamed
 
 
 def decode(stored: Sequence[Message]) -> list[ModelMessage]:
@@ -230,7 +234,9 @@ def native(message: Message, names: dict[str, str], index: int) -> ModelMessage:
         call_id = message.tool_call_id or ""
         name = message.name or names.get(call_id)
         if name is None:
-            raise Undecodable(index, "a tool result with no name and no call among those read")
+            raise Undecodable(
+                index, "a tool result with no name and no call among those read", unnamed=True
+            )
         part: Any = ToolReturnPart(name, text, tool_call_id=call_id, timestamp=at)
     elif message.role == "user":
         part = UserPromptPart(text, timestamp=at)

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -226,27 +226,27 @@ def _load_plan(session_id: str, last: int | None) -> Plan:
     n = last
     while True:
         stored = yield Read(n)
-        models = yield from _decoded(session_id, stored)
-        if n is None or last is None:
-            return models
-        complete = len(stored) < n
-        start = whole_window(models, max(len(models) - last, 0), complete)
-        if start is not None:
-            return models[start:]
+        complete = n is None or len(stored) < n
+        try:
+            models = decode(stored)
+        except Undecodable as bad:
+            if not (bad.unnamed and not complete):
+                info = yield Info()
+                length = len(stored) if info is None else info.length
+                position = length - len(stored) + bad.index + 1
+                raise UnsupportedMessageError(
+                    f"session {session_id!r}, position {position}: {bad.reason}",
+                    stored[bad.index],
+                ) from None
+            models = None  # the call that names it is further back
+        if models is not None:
+            if last is None:
+                return models
+            start = whole_window(models, max(len(models) - last, 0), complete)
+            if start is not None:
+                return models[start:]
+        assert n is not None  # a whole read is complete
         n = min(2 * n, MAX_COUNT)
-
-
-def _decoded(session_id: str, stored: list[Message]) -> Generator[Step, Any, list[ModelMessage]]:
-    """``decode(stored)``; an undecodable message is named by its position in the view."""
-    try:
-        return decode(stored)
-    except Undecodable as bad:
-        info = yield Info()
-        length = len(stored) if info is None else info.length
-        position = length - len(stored) + bad.index + 1
-        raise UnsupportedMessageError(
-            f"session {session_id!r}, position {position}: {bad.reason}", stored[bad.index]
-        ) from None
 
 
 def _extend_plan(session_id: str, messages: object, expect_version: int | None) -> Plan:

@@ -6,12 +6,13 @@ encoding and decoding are shared with the sync facade (:class:`~memvault.store.O
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
-from memvault.backends.base import AsyncBackend
+from memvault.backends.base import AsyncBackend, AsyncSearching, AsyncVectorStore, Capabilities
 from memvault.embedders import aembed
 from memvault.messages import Message, MessageLike, Record
 from memvault.model import (
@@ -29,7 +30,7 @@ from memvault.sansio import drive_async
 from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.store import Options, refuse_pickling, split_options
 from memvault.urls import open_async_backend, redact
-from memvault.vectors import Index, depth, reclaim, request, stores_vectors, vector_store
+from memvault.vectors import Index, depth, reclaim, request
 
 
 class AsyncSession:
@@ -145,6 +146,20 @@ class AsyncStore:
         self.backend = backend
         self.options = options
 
+    @functools.cached_property
+    def capabilities(self) -> Capabilities:
+        """What the backend has beyond the protocol, worked out once."""
+        return Capabilities.of(self.backend)
+
+    def searching(self) -> AsyncSearching | None:
+        """The backend's lexical index, if it has one."""
+        return cast(AsyncSearching, self.backend) if self.capabilities.search else None
+
+    def vector_store(self) -> AsyncVectorStore:
+        """The backend as a vector store; ConfigurationError if it is not one."""
+        self.capabilities.require_vectors()
+        return cast(AsyncVectorStore, self.backend)
+
     def __repr__(self) -> str:
         return f"AsyncStore({redact(self.options.url)!r})"
 
@@ -152,7 +167,7 @@ class AsyncStore:
         """The semantic index, checked on first use (see :meth:`memvault.Store.vectors`)."""
         index = self.options.index
         if index is not None and not index.checked:
-            index.check_space(await vector_store(self.backend).vector_space())
+            index.check_space(await self.vector_store().vector_space())
         return index
 
     async def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
@@ -160,7 +175,7 @@ class AsyncStore:
         if index is None:
             return records
         if index.unclaimed:
-            await vector_store(self.backend).set_vector_space(index.space, False)
+            await self.vector_store().set_vector_space(index.space, False)
             index.unclaimed = False
         texts = index.texts_of(session_id, records)
         return index.attach(records, texts, await aembed(index.embedder, texts))
@@ -174,11 +189,12 @@ class AsyncStore:
         include_hidden: bool = False,
     ) -> list[Hit]:
         vectors = await self.vectors()
-        lexical = getattr(self.backend, "search", None)
+        lexical = self.searching()
         if vectors is None and lexical is not None:
-            return hits(await lexical(ids, terms, k, bool(include_hidden), self.options.now()))
+            now = self.options.now()
+            return hits(await lexical.search(ids, terms, k, bool(include_hidden), now))
         if include_hidden:
-            raise no_index(self.backend, vectors is not None)
+            raise no_index(self.capabilities.backend, vectors is not None)
         ids = await self.sessions() if ids is None else ids
         if vectors is None:
             return rank(
@@ -187,12 +203,12 @@ class AsyncStore:
         read = self.options.read_args(None, True, self.options.now())
         views = [(sid, await self.backend.history(sid, *read)) for sid in ids]
         found = (
-            hits(await lexical(ids, terms, depth(k), False, self.options.now()))
+            hits(await lexical.search(ids, terms, depth(k), False, self.options.now()))
             if lexical is not None
             else rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k))
         )
         docs = vectors.docs(views)
-        vectors.remember(await vector_store(self.backend).get_vectors(vectors.unknown(docs)))
+        vectors.remember(await self.vector_store().get_vectors(vectors.unknown(docs)))
         texts = vectors.to_embed(query, docs)
         return vectors.rank(texts, await aembed(vectors.embedder, texts), docs, found, k)
 
@@ -238,7 +254,7 @@ class AsyncStore:
         check_batch(batch)
         now = self.options.now()
         stats = await self.backend.compact(keep_events, now, batch, progress)
-        if not stores_vectors(self.backend):
+        if not self.capabilities.vectors:
             return stats
         return replace(stats, vectors=await drive_async(reclaim(now), request(self.backend)))
 

@@ -6,15 +6,23 @@ lives in :class:`Options` and is shared with the async facade in ``aio.py``.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
-from memvault.backends.base import Backend, Stored, Write
+from memvault.backends.base import (
+    Backend,
+    Capabilities,
+    Searching,
+    Stored,
+    VectorStore,
+    Write,
+)
 from memvault.embedders import as_embedder
 from memvault.errors import (
     ConfigurationError,
@@ -48,7 +56,7 @@ from memvault.paging import SessionPage, check_page, page_of
 from memvault.sansio import drive
 from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
 from memvault.urls import open_backend, redact, resolve
-from memvault.vectors import Index, depth, reclaim, request, stores_vectors, vector_store
+from memvault.vectors import Index, depth, reclaim, request
 
 _HOST = socket.gethostname()
 _writer = f"{_HOST}:{os.getpid()}"
@@ -451,6 +459,20 @@ class Store:
         self.backend = backend
         self.options = options
 
+    @functools.cached_property
+    def capabilities(self) -> Capabilities:
+        """What the backend has beyond the protocol, worked out once."""
+        return Capabilities.of(self.backend)
+
+    def searching(self) -> Searching | None:
+        """The backend's lexical index, if it has one."""
+        return cast(Searching, self.backend) if self.capabilities.search else None
+
+    def vector_store(self) -> VectorStore:
+        """The backend as a vector store; ConfigurationError if it is not one."""
+        self.capabilities.require_vectors()
+        return cast(VectorStore, self.backend)
+
     def __repr__(self) -> str:
         return f"Store({redact(self.options.url)!r})"
 
@@ -460,14 +482,14 @@ class Store:
         Reading only, it writes nothing (a read-only store can be searched)."""
         index = self.options.index
         if index is not None and not index.checked:
-            index.check_space(vector_store(self.backend).vector_space())
+            index.check_space(self.vector_store().vector_space())
         return index
 
     def claimed(self) -> Index | None:
         """:meth:`vectors`, before a write: the embedder recorded if the store has none."""
         index = self.vectors()
         if index is not None and index.unclaimed:
-            vector_store(self.backend).set_vector_space(index.space, False)
+            self.vector_store().set_vector_space(index.space, False)
             index.unclaimed = False
         return index
 
@@ -491,23 +513,23 @@ class Store:
         backend's lexical index (or a scan of the full views without one), fused with
         cosine similarity when the store has an embedder."""
         vectors = self.vectors()
-        lexical = getattr(self.backend, "search", None)
+        lexical = self.searching()
         if vectors is None and lexical is not None:
-            return hits(lexical(ids, terms, k, bool(include_hidden), self.options.now()))
+            return hits(lexical.search(ids, terms, k, bool(include_hidden), self.options.now()))
         if include_hidden:
-            raise no_index(self.backend, vectors is not None)
+            raise no_index(self.capabilities.backend, vectors is not None)
         ids = self.sessions() if ids is None else ids
         if vectors is None:
             return rank(terms, [(sid, self.session(sid).history(full=True)) for sid in ids], k)
         read = self.options.read_args(None, True, self.options.now())
         views = [(sid, self.backend.history(sid, *read)) for sid in ids]
         found = (
-            hits(lexical(ids, terms, depth(k), False, self.options.now()))
+            hits(lexical.search(ids, terms, depth(k), False, self.options.now()))
             if lexical is not None
             else rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k))
         )
         docs = vectors.docs(views)
-        vectors.remember(vector_store(self.backend).get_vectors(vectors.unknown(docs)))
+        vectors.remember(self.vector_store().get_vectors(vectors.unknown(docs)))
         texts = vectors.to_embed(query, docs)
         return vectors.rank(texts, vectors.embedder.embed(texts), docs, found, k)
 
@@ -604,7 +626,7 @@ class Store:
         check_batch(batch)
         now = self.options.now()
         stats = self.backend.compact(keep_events, now, batch, progress)
-        if not stores_vectors(self.backend):
+        if not self.capabilities.vectors:
             return stats
         return replace(stats, vectors=drive(reclaim(now), request(self.backend)))
 

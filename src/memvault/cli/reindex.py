@@ -18,7 +18,7 @@ from typing import Any
 from memvault.embedders import Embedder, as_embedder
 from memvault.errors import ConfigurationError
 from memvault.store import Store, open_store
-from memvault.vectors import Index, vector_store
+from memvault.vectors import Index
 
 BATCH = 256
 
@@ -55,7 +55,7 @@ def open_for_reindex(
     if replace:
         plain = open_store(url, dict(options or {}))
         try:
-            vector_store(plain.backend).set_vector_space(Index(embedder).space, True)
+            plain.vector_store().set_vector_space(Index(embedder).space, True)
         finally:
             plain.close()
     return open_store(url, {**(options or {}), "embedder": embedder})
@@ -72,7 +72,7 @@ def reindex(
     index = store.claimed()
     if index is None:
         raise ConfigurationError("reindex needs a store opened with an embedder")
-    backend = vector_store(store.backend)
+    backend = store.vector_store()
     ids = store.sessions()
     texts = embedded = 0
     progress(0, len(ids))

@@ -19,7 +19,7 @@ from memvault.errors import ConfigurationError, InvalidArgumentError
 from memvault.messages import Message, ToolCall
 from memvault.testing.contract.base import ContractBase
 from memvault.testing.contract.ttl import FrozenClock
-from memvault.vectors import Index, text_key, vector_store
+from memvault.vectors import Index, text_key
 from memvault.words import text_of
 
 CONCEPTS = (
@@ -97,7 +97,7 @@ class VectorsContract(ContractBase):
         no-op, as when two compacts reclaim the same vector. Failing: memory mutants
         forgetting the space, or raising KeyError for a key gone, survived the suite.
         """
-        backend = vector_store(semantic.backend)
+        backend = semantic.vector_store()
 
         def call(name: str, *args: Any) -> Any:
             result = getattr(backend, name)(*args)
@@ -201,7 +201,7 @@ class VectorsContract(ContractBase):
         shifted = _Shifted(name="shifted")
         plain = opener()
         try:
-            vector_store(plain.backend).set_vector_space(Index(shifted).space, True)
+            plain.vector_store().set_vector_space(Index(shifted).space, True)
         finally:
             plain.close()
         moved = opener(embedder=shifted)

@@ -97,7 +97,7 @@ class VectorsContract(ContractBase):
         no-op, as when two compacts reclaim the same vector. Failing: memory mutants
         forgetting the space, or raising KeyError for a key gone, survived the suite.
         """
-        backend = semantic.vector_store()
+        backend = semantic.backend
 
         def call(name: str, *args: Any) -> Any:
             result = getattr(backend, name)(*args)
@@ -201,7 +201,7 @@ class VectorsContract(ContractBase):
         shifted = _Shifted(name="shifted")
         plain = opener()
         try:
-            plain.vector_store().set_vector_space(Index(shifted).space, True)
+            plain.backend.set_vector_space(Index(shifted).space, True)
         finally:
             plain.close()
         moved = opener(embedder=shifted)

@@ -1,7 +1,7 @@
 """Semantic and hybrid search, without I/O: shared by the sync and async facades.
 
 A store opened with an embedder (``memvault.open(url, embedder=...)``) keeps one
-vector per distinct searchable text (:func:`memvault.search.text_of`), keyed by a
+vector per distinct searchable text (:func:`memvault.words.text_of`), keyed by a
 hash of that text: a vector is a function of its text alone, so snapshots, rollback,
 fork, pop and trim need no reindexing, and visibility is decided at query time from
 the full view, as for lexical search. The backend stores the keys and vectors

@@ -442,19 +442,7 @@ class SqliteTxn:
         return [Node(*r) for r in cur]
 
     def add_event(self, row: Row, event: Event) -> None:
-        e = event
-        self.log(
-            row,
-            e.version,
-            e.op,
-            e.writer,
-            e.at.timestamp(),
-            e.head_before,
-            e.base_before,
-            e.head_after,
-            e.base_after,
-            e.detail,
-        )
+        self.log(row, *event.fields())
 
     def log(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 
 import pytest
@@ -16,6 +17,7 @@ from memvault import ConfigurationError
         ("memvault.integrations.openai_agents", "agents", "memvault[openai-agents]"),
         ("memvault.integrations.langchain", "langchain_core", "memvault[langchain]"),
         ("memvault.integrations.langgraph", "langgraph", "memvault[langgraph]"),
+        ("memvault.integrations.mcp", "mcp", "memvault[mcp]"),
     ],
 )
 def test_a_missing_framework_raises_configuration_error_naming_the_extra(
@@ -34,9 +36,33 @@ def test_a_missing_framework_raises_configuration_error_naming_the_extra(
 def test_the_integrations_package_imports_without_any_framework(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for framework in ("agents", "langchain_core", "langgraph"):
+    for framework in ("agents", "langchain_core", "langgraph", "mcp"):
         monkeypatch.setitem(sys.modules, framework, None)
     monkeypatch.delitem(sys.modules, "memvault.integrations", raising=False)
     monkeypatch.delitem(sys.modules, "memvault.integrations._common", raising=False)
     importlib.import_module("memvault.integrations")
     importlib.import_module("memvault.integrations._common")
+
+
+def test_the_cli_runs_without_the_mcp_sdk_and_its_mcp_command_names_the_extra() -> None:
+    script = (
+        "import sys; sys.modules['mcp'] = None; sys.argv[1:] = {args!r}; "
+        "from memvault.cli.app import main; main()"
+    )
+    listed = subprocess.run(
+        [sys.executable, "-c", script.format(args=["--help"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0 and " mcp " in listed.stdout
+    done = subprocess.run(
+        [sys.executable, "-c", script.format(args=["mcp", "--url", "memory://"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: ConfigurationError: memvault.integrations.mcp needs mcp")
+    assert line.endswith("an optional dependency: pip install 'memvault[mcp]'")

@@ -3,12 +3,16 @@
 The blocks run in order, each in a fresh namespace, all in one temporary
 directory (so their SQLite files land there), as a reader would run them. The
 Agents SDK's default model provider is replaced by a model that answers without
-the network, and tracing is off; nothing else is changed.
+the network, and tracing is off; the ``memvault`` command of the environment running
+the tests is on ``PATH`` (for the MCP client's block), as in an activated virtualenv;
+nothing else is changed.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,7 @@ def test_the_doc_blocks_run_in_order_in_one_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     # No trace export either (the SDK reads its env switch once per process).
     monkeypatch.setattr(get_trace_provider(), "_manual_disabled", True)
     monkeypatch.setattr(MultiProvider, "get_model", lambda self, name: Replying())

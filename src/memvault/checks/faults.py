@@ -29,6 +29,7 @@ When = Literal["before", "after"]
 OPERATIONS = frozenset(
     {
         "append",
+        "summarize",
         "history",
         "info",
         "pop",

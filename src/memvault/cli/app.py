@@ -22,6 +22,7 @@ from typer.core import TyperGroup
 import memvault
 from memvault.cli import demo as demo_module
 from memvault.cli import transfer
+from memvault.cli.options import UrlOption
 from memvault.cli.terminal import columns, emit, error, json_line, plural, progress_bar, say, shown
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.messages import Message
@@ -101,10 +102,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-UrlOption = Annotated[
-    str | None,
-    typer.Option("--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."),
-]
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON Lines, one record a line.")]
 
@@ -672,3 +669,7 @@ torture.register(app)
 from memvault.ui import command as ui_command  # noqa: E402 - registers `memvault ui`
 
 ui_command.register(app)
+
+from memvault.integrations import mcp_command  # noqa: E402 - registers `memvault mcp`
+
+mcp_command.register(app)

@@ -11,6 +11,9 @@ optional extra; importing a module without it raises
 - :mod:`memvault.integrations.langgraph`: ``MemvaultSaver``, a LangGraph
   checkpointer (``pip install 'memvault[langgraph]'``): a thread is a session whose
   nodes are checkpoints and writes (see :mod:`memvault.integrations._langgraph_log`).
+- :mod:`memvault.integrations.mcp`: an MCP server (``memvault mcp``, registered by
+  :mod:`memvault.integrations.mcp_command`) whose tools append, read, search,
+  summarize, snapshot and roll back sessions (``pip install 'memvault[mcp]'``).
 
 The first two store each framework object as one memvault :class:`~memvault.Message`: a
 native view (role, text, tool calls) that memvault's own tools and the other

@@ -13,13 +13,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from memvault.checks.opener import Opener
+from memvault.cli.options import UrlOption, command_url
 from memvault.cli.terminal import error, say
 from memvault.errors import ConfigurationError, MemvaultError
 from memvault.torture.audit import audit_history
 from memvault.torture.report import TortureReport
 from memvault.torture.runner import Status, TortureSettings, cleanup, prepare, run_torture
 from memvault.torture.servers import PrivateServer, start_server
-from memvault.urls import redact, resolve
+from memvault.urls import redact
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -122,12 +123,7 @@ def _run(opener: Opener, settings: TortureSettings, server: PrivateServer | None
 
 def torture(
     ctx: typer.Context,
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."
-        ),
-    ] = None,
+    url: UrlOption = None,
     writers: Annotated[int, typer.Option(min=1, help="Writer processes.")] = 4,
     readers: Annotated[int, typer.Option(min=0, help="Reader processes.")] = 2,
     seconds: Annotated[float, typer.Option(min=0.1, help="How long to run.")] = 30.0,
@@ -220,13 +216,7 @@ def torture(
             private = start_server(server)
         # The command's --url, else the app's global --url (its root context's
         # parameter), else $MEMVAULT_URL, else the default.
-        target = (
-            private.url
-            if private
-            else url
-            if factory
-            else resolve(url or ctx.find_root().params.get("url"))
-        )
+        target = private.url if private else url if factory else command_url(ctx, url)
         opener = Opener(
             target or "factory",
             face,  # type: ignore[arg-type]

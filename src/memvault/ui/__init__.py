@@ -7,27 +7,15 @@ It reads through the public API and the event log only; see ``docs/inspector.md`
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from memvault.errors import ConfigurationError
+from memvault.hosts import LOOPBACK_NAMES, is_loopback
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     import memvault
-
-LOOPBACK_NAMES = ("127.0.0.1", "localhost")
-
-
-def is_loopback(host: str) -> bool:
-    """True for a loopback address or ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def create_app(store: memvault.Store, **options: Any) -> Starlette:

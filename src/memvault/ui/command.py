@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from memvault.cli.options import UrlOption, command_url
 from memvault.errors import MemvaultError
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -14,12 +15,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def ui(
     ctx: typer.Context,
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url", help="Store URL (default: $MEMVAULT_URL, else sqlite:///memvault.db)."
-        ),
-    ] = None,
+    url: UrlOption = None,
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8737,
     host: Annotated[
         str,
@@ -35,13 +31,11 @@ def ui(
     """Start the inspector, a local web app over the store, and print its address."""
     import memvault
     from memvault.ui import is_loopback, serve
-    from memvault.urls import backend_module, resolve
+    from memvault.urls import backend_module
 
     try:
-        # The command's --url, else the app's global --url, else $MEMVAULT_URL, else the
-        # default (as every command does); without --allow-writes, opened read-only where
-        # the backend can (SQLite: mode=ro).
-        target = resolve(url or ctx.find_root().params.get("url"))
+        # Without --allow-writes, opened read-only where the backend can (SQLite: mode=ro).
+        target = command_url(ctx, url)
         options = {} if allow_writes else getattr(backend_module(target), "READ_ONLY", {})
         with memvault.open(target, **options) as store:
             if not is_loopback(host):

@@ -14,7 +14,7 @@ call, after a warm-up):
 2. The first hybrid search of a new handle (it reads every vector of the session).
 3. ``append`` of a two-message turn: with no embedder (baseline); the write path
    ``Session.append`` had before embedders existed (encode, then the backend's
-   append: ``backend.append(id, options.encode(...), ...)``), to show that no
+   append: ``backend.append(id, encode_batch(...), ...)``), to show that no
    embedder costs nothing; and with ``wordllama`` (it embeds before each write).
 4. ``compact()`` of that store with nothing to delete: the backend's compact steps
    alone (what ``Store.compact`` was before vectors were reclaimed) against
@@ -42,6 +42,7 @@ from harness import Candidate, compare, markdown_table
 
 import memvault
 from memvault import Message
+from memvault.messages import encode_batch
 
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima rain "
@@ -160,10 +161,9 @@ def compare_appends(
 
     def before(n: int) -> object:  # Session.append before embedders: encode, then write
         session = lexical.session("append-before")
-        opts = lexical.options
-        return lexical.backend.append(
-            session.id, opts.encode(turn(n), None), None, None, opts.write()
-        )
+        lim = lexical.options.limits
+        records = encode_batch(turn(n), lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
+        return lexical.backend.append(session.id, records, None, None, lexical.ops.write())
 
     return compare(
         "append (2 messages)",

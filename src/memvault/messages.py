@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple, TypeVar, get_args
 
@@ -533,6 +533,12 @@ def _remember(body: str, message: Message) -> None:
         except (KeyError, RuntimeError, StopIteration):  # another thread evicted it
             pass
     _decoded[body] = (_own(message.__dict__), frozenset(message.__pydantic_fields_set__))
+
+
+def decode_all(session_id: str, stored: Iterable[tuple[int, str]]) -> list[Message]:
+    """Stored ``(depth, body)`` pairs (a backend's answer), decoded in order;
+    CorruptRecordError naming the first that cannot be."""
+    return [decode_message(session_id, depth, body) for depth, body in stored]
 
 
 def decode_message(session_id: str, depth: int, body: str | bytes) -> Message:

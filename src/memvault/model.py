@@ -114,6 +114,20 @@ class Event:
     base_after: int
     detail: dict[str, Any] = field(default_factory=dict)
 
+    def fields(self) -> tuple[Any, ...]:
+        """Its fields in order, ``at`` as epoch seconds: what a backend stores."""
+        return (
+            self.version,
+            self.op,
+            self.writer,
+            self.at.timestamp(),
+            self.head_before,
+            self.base_before,
+            self.head_after,
+            self.base_after,
+            self.detail,
+        )
+
 
 @dataclass(frozen=True)
 class CompactStats:

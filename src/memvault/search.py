@@ -96,13 +96,13 @@ def hits(matches: Iterable[Match]) -> list[Hit]:
     ]
 
 
-def no_index(backend: object, hybrid: bool = False) -> ConfigurationError:
+def no_index(backend: str, hybrid: bool = False) -> ConfigurationError:
     """The error for ``include_hidden=True`` where the full views are searched (a
-    backend without a lexical index, or a store with an embedder)."""
+    backend without a lexical index, named ``backend``, or a store with an embedder)."""
     why = (
         "hybrid search (embedder=) ranks the full views"
         if hybrid
-        else f"{type(backend).__name__} has no search index: search scans the full views"
+        else f"{backend} has no search index: search scans the full views"
     )
     return ConfigurationError(
         f"{why}, which hold no hidden message, so include_hidden=True cannot be answered"

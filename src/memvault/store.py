@@ -1,225 +1,41 @@
 """The synchronous facade: :func:`open`, :class:`Store` and :class:`Session`.
 
-Everything that does no I/O (validation, encoding, decoding, the write context)
-lives in :class:`Options` and is shared with the async facade in ``aio.py``.
+Every method is one line: it drives one of the operations of
+:mod:`memvault.operations`, which both faces share (they hold all the logic:
+checking, encoding, decoding, search, compact), performing each request with a
+plain call. The async facade (:mod:`memvault.aio`) awaits the same requests.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any, TypeVar
 
-from memvault.backends.base import Backend, Stored, Write
-from memvault.embedders import as_embedder
-from memvault.errors import (
-    ConfigurationError,
-    CorruptRecordError,
-    InvalidMessageError,
-    VersionNotFoundError,
+from memvault.backends.base import Backend, Capabilities
+from memvault.messages import Message, MessageLike
+from memvault.model import COMPACT_BATCH, CompactStats, Event, Progress, SessionInfo, Snapshot
+from memvault.operations import (
+    Embed,
+    Op,
+    Operations,
+    Options,
+    Request,
+    refuse_pickling,
+    split_options,
 )
-from memvault.messages import (
-    Message,
-    MessageLike,
-    Record,
-    decode_message,
-    encodable,
-    encode_batch,
-    encode_message,
-)
-from memvault.model import (
-    COMPACT_BATCH,
-    CompactStats,
-    Event,
-    Limits,
-    Progress,
-    SessionInfo,
-    Snapshot,
-    check_batch,
-    check_count,
-    check_message_id,
-    check_seconds,
-)
-from memvault.paging import SessionPage, check_page, page_of
+from memvault.paging import SessionPage
 from memvault.sansio import drive
-from memvault.search import Hit, check_query, check_sessions, hits, no_index, rank
-from memvault.urls import open_backend, redact, resolve
-from memvault.vectors import Index, depth, reclaim, request, stores_vectors, vector_store
+from memvault.search import Hit
+from memvault.urls import open_backend, redact
 
-_HOST = socket.gethostname()
-_writer = f"{_HOST}:{os.getpid()}"
-"""The default writer label, ``host:pid``; made once per process (every write reads it)."""
+T = TypeVar("T")
 
 
-def _forked() -> None:
-    global _writer
-    _writer = f"{_HOST}:{os.getpid()}"
-
-
-os.register_at_fork(after_in_child=_forked)
-MAX_TTL = 100 * 365.25 * 86400
-"""The longest ttl (100 years, in seconds): any later expiry could not be shown as a date."""
-
-
-def refuse_pickling(self: object) -> NoReturn:
-    """``__reduce__`` of a store or session: it holds open connections, which no other
-    process can use."""
-    raise TypeError(
-        f"a memvault {type(self).__name__} cannot be pickled (it holds open connections): "
-        "pass the store's URL and options to the other process and open it there"
-    )
-
-
-@dataclass(frozen=True)
-class Options:
-    """The store handle's own options, and what the sync and async facades share
-    without I/O: checking arguments (``check_*``, ``encode``), decoding what the
-    backend returns (``decode``), and the clock and writer of each call (``now``,
-    ``write``).
-
-    Attributes:
-        url: the store URL (shown with its password redacted).
-        ttl: seconds of inactivity after which a session expires (sliding; None: never).
-        writer: the label recorded in the event log (default ``host:pid``).
-        limits: input limits.
-        embedder: what makes search vectors (see :func:`memvault.embedders.as_embedder`);
-            None: lexical search only, and writes cost nothing more.
-        index: the semantic side built on ``embedder`` (None without one).
-    """
-
-    url: str
-    ttl: float | None = None
-    writer: str | None = None
-    limits: Limits = field(default_factory=Limits)
-    embedder: Any = field(default=None, compare=False)
-    index: Index | None = field(init=False, default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.embedder is not None:
-            object.__setattr__(self, "index", Index(as_embedder(self.embedder)))
-        if self.ttl is not None:
-            check_seconds("ttl", self.ttl, at_most=MAX_TTL)
-        if self.writer is not None and (
-            not isinstance(self.writer, str) or not self.writer or not encodable(self.writer)
-        ):
-            raise ConfigurationError(
-                f"writer must be a non-empty string of valid Unicode, not {self.writer!r}"
-            )
-        if not isinstance(self.limits, Limits):
-            raise ConfigurationError("limits must be a memvault.Limits")
-
-    def write(self) -> Write:
-        """The context of one write: writer label, time, TTL."""
-        return Write(self.writer or _writer, time.time(), self.ttl)
-
-    @staticmethod
-    def now() -> float:
-        """The time of a read (epoch seconds): what has expired by then is not there."""
-        return time.time()
-
-    def encode(
-        self,
-        messages: Sequence[MessageLike],
-        expect_version: int | None,
-        expect_message: str | None = None,
-    ) -> list[Record]:
-        """Validate an append's arguments; raises before anything is written."""
-        if expect_version is not None:
-            check_count("expect_version", expect_version)
-        if expect_message is not None:
-            check_message_id("expect_message", expect_message)
-        lim = self.limits
-        return encode_batch(messages, lim.max_message_bytes, lim.max_batch, lim.max_batch_bytes)
-
-    def check_summary(
-        self, summary: MessageLike, through: object, expect_version: int | None
-    ) -> tuple[Record, str]:
-        """Validate summarize's arguments; raises before anything is written."""
-        if expect_version is not None:
-            check_count("expect_version", expect_version)
-        if not isinstance(through, str) or not through:
-            raise InvalidMessageError(
-                f"through must be a message id (a non-empty string), not {through!r}"
-            )
-        if not isinstance(summary, (Message, dict)):
-            raise InvalidMessageError(
-                "summarize takes one message (a Message or a mapping of "
-                f"its fields), not {type(summary).__name__}"
-            )
-        return encode_message(summary, self.limits.max_message_bytes), through
-
-    @staticmethod
-    def read_args(last: int | None, full: bool, now: float) -> tuple[Any, ...]:
-        """history()'s backend arguments after ``session_id`` (``last`` checked);
-        ``full`` only when asked, so a backend without summaries serves the rest."""
-        return (last, now, True) if full else (last, now)
-
-    @staticmethod
-    def decode(session_id: str, stored: list[Stored]) -> list[Message]:
-        return [decode_message(session_id, depth, body) for depth, body in stored]
-
-    @staticmethod
-    def check_last(last: int | None) -> int | None:
-        """``last=`` if valid (None or a count), else InvalidArgumentError."""
-        return None if last is None else check_count("last", last)
-
-    def check_snapshot_name(self, name: str, *, user: bool = True) -> str:
-        """``name`` if valid under the limits (``user``: not an ``auto:`` name)."""
-        return self.limits.check_snapshot_name(name, user=user)
-
-    @staticmethod
-    def state_at(events: list[Event], version: int) -> tuple[int, int] | None:
-        """The ``(head, base)`` right after ``version``, from the event log; None if no
-        kept event records it. Version 0 is the empty history before the first write."""
-        if version == 0:
-            return 0, 0
-        for event in reversed(events):  # a snapshot's event repeats its version: same state
-            if event.version == version:
-                return event.head_after, event.base_after
-        return None
-
-    @classmethod
-    def version_missing(
-        cls,
-        session_id: str,
-        version: int,
-        state: tuple[int, int] | None,
-        events: list[Event],
-        info: SessionInfo | None,
-    ) -> VersionNotFoundError | CorruptRecordError:
-        """Why ``history(at_version=version)`` has nothing to show. ``state``: the
-        version's pointers in the log read first (None: not there); ``events`` and
-        ``info``: read again after the chain came back empty-handed. A version whose
-        event is still kept has its head node too (compact keeps what a kept event
-        reaches), so a head missing under the same event is damage; an event gone by
-        the second read was dropped by a concurrent compact."""
-        if state is not None and cls.state_at(events, version) == state:
-            return CorruptRecordError(
-                session_id,
-                None,
-                f"the head of version {version} (node {state[0]}) is "
-                "missing, though its event is in the log",
-            )
-        current = info.version if info else 0
-        if version > current:
-            return VersionNotFoundError(
-                f"session {session_id!r} is at version {current}; version {version} does not exist"
-            )
-        oldest = f"the oldest kept is {events[0].version}" if events else "none is kept"
-        return VersionNotFoundError(
-            f"session {session_id!r}: version {version} is no longer in the event log "
-            f"(compact(keep_events=...) dropped it; {oldest})"
-        )
-
-
-def split_options(url: str | None, options: dict[str, Any]) -> tuple[Options, dict[str, Any]]:
-    """Separate the handle's options from the backend's."""
-    own = {k: options.pop(k) for k in ("ttl", "writer", "limits", "embedder") if k in options}
-    return Options(resolve(url), **own), options
+def now() -> float:
+    """The facade's clock (epoch seconds): every read and write takes its time here."""
+    return time.time()
 
 
 class Session:
@@ -233,10 +49,8 @@ class Session:
     __reduce__ = refuse_pickling
 
     def __init__(self, store: Store, session_id: str) -> None:
-        self._opts = store.options
-        self.id = self._opts.limits.check_session_id(session_id)
-        self._backend = store.backend
-        self._store = store
+        self.id = store.ops.session_id(session_id)
+        self._store, self._ops, self._run = store, store.ops, store.run
 
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
@@ -268,12 +82,7 @@ class Session:
             ConflictError: ``expect_version`` did not match, or ``expect_message`` is not
                 stored (checked in that order, after the ids).
         """
-        records = self._store.embedded(
-            self.id, self._opts.encode(messages, expect_version, expect_message)
-        )
-        return self._backend.append(
-            self.id, records, expect_version, expect_message, self._opts.write()
-        )
+        return self._run(self._ops.append(self.id, messages, expect_version, expect_message))
 
     def history(
         self, last: int | None = None, *, full: bool = False, at_version: int | None = None
@@ -298,21 +107,7 @@ class Session:
             VersionNotFoundError: the session never reached ``at_version``, or
                 ``compact(keep_events=...)`` dropped its event.
         """
-        last = self._opts.check_last(last)
-        if at_version is None:
-            return self._opts.decode(
-                self.id,
-                self._backend.history(self.id, *self._opts.read_args(last, full, self._opts.now())),
-            )
-        check_count("at_version", at_version)
-        events = self.log()
-        state = self._opts.state_at(events, at_version)
-        stored = (
-            None if state is None else self._backend.chain(self.id, *state, last, self._opts.now())
-        )
-        if stored is None:
-            raise self._opts.version_missing(self.id, at_version, state, self.log(), self.info())
-        return self._opts.decode(self.id, stored)
+        return self._run(self._ops.history(self.id, last, full, at_version))
 
     def summarize(
         self, summary: MessageLike, *, through: str, expect_version: int | None = None
@@ -347,29 +142,24 @@ class Session:
             DuplicateMessageError: the summary's id is another stored message's.
             ConflictError: ``expect_version`` did not match.
         """
-        record, through = self._opts.check_summary(summary, through, expect_version)
-        (record,) = self._store.embedded(self.id, [record])
-        return self._backend.summarize(self.id, record, through, expect_version, self._opts.write())
+        return self._run(self._ops.summarize(self.id, summary, through, expect_version))
 
     def info(self) -> SessionInfo | None:
         """The session's version, length and timestamps; None if it does not exist."""
-        return self._backend.info(self.id, self._opts.now())
+        return self._run(self._ops.info(self.id))
 
     def pop(self) -> Message | None:
         """Hide the newest message of the context view and return it; None (and no
         change) if empty. If that is a summary, the summary is undone."""
-        stored = self._backend.pop(self.id, self._opts.write())
-        return self._opts.decode(self.id, [stored])[0] if stored else None
+        return self._run(self._ops.pop(self.id))
 
     def trim(self, keep_last: int) -> int:
         """Hide all but the newest ``keep_last`` messages; returns the version."""
-        return self._backend.trim(
-            self.id, check_count("keep_last", keep_last), "trim", self._opts.write()
-        )
+        return self._run(self._ops.trim(self.id, keep_last))
 
     def clear(self) -> int:
         """Hide every message (they stay reachable from snapshots); returns the version."""
-        return self._backend.trim(self.id, 0, "clear", self._opts.write())
+        return self._run(self._ops.trim(self.id, 0, "clear"))
 
     def snapshot(self, name: str) -> Snapshot:
         """Save the current history under ``name``, in O(1).
@@ -378,12 +168,11 @@ class Session:
             SnapshotExistsError: the name is taken; snapshots are never overwritten.
             InvalidMessageError: an empty, over-long or ``auto:`` name.
         """
-        name = self._opts.check_snapshot_name(name)
-        return self._backend.snapshot(self.id, name, self._opts.write())
+        return self._run(self._ops.snapshot(self.id, name))
 
     def snapshots(self) -> list[Snapshot]:
         """Every snapshot of the session, oldest first."""
-        return self._backend.snapshots(self.id, self._opts.now())
+        return self._run(self._ops.snapshots(self.id))
 
     def rollback(self, name: str) -> Snapshot:
         """Restore the history saved as ``name``.
@@ -394,9 +183,7 @@ class Session:
         Returns:
             The auto-saved snapshot of the replaced state.
         """
-        return self._backend.rollback(
-            self.id, self._opts.check_snapshot_name(name, user=False), self._opts.write()
-        )
+        return self._run(self._ops.rollback(self.id, name))
 
     def fork(self, new_id: str, *, at: str | None = None) -> Session:
         """Start session ``new_id`` from this history (or from snapshot ``at``).
@@ -404,14 +191,11 @@ class Session:
         Raises:
             ConflictError: ``new_id`` already exists.
         """
-        new = Session(self._store, new_id)
-        at = None if at is None else self._opts.check_snapshot_name(at, user=False)
-        self._backend.fork(self.id, new.id, at, self._opts.write())
-        return new
+        return Session(self._store, self._run(self._ops.fork(self.id, new_id, at)))
 
     def log(self) -> list[Event]:
         """The operation log, oldest first: who changed what, and when."""
-        return self._backend.log(self.id, self._opts.now())
+        return self._run(self._ops.log(self.id))
 
     def search(self, query: str, k: int = 10, *, include_hidden: bool = False) -> list[Hit]:
         """The ``k`` messages of the full view (summaries included) that best match
@@ -427,7 +211,7 @@ class Session:
             InvalidArgumentError: a query with no word, or a bad ``k``.
             ConfigurationError: ``include_hidden`` on a backend with no search index.
         """
-        return self._store.search(query, k, [self.id], include_hidden=include_hidden)
+        return self._run(self._ops.search(query, k, [self.id], include_hidden))
 
     def delete(self) -> bool:
         """Physically remove every message, snapshot and event of the session.
@@ -437,79 +221,41 @@ class Session:
             leftovers are removed too, and the answer is False, as every read already
             answered that it did not exist.
         """
-        return self._backend.delete(self.id, self._opts.now())
+        return self._run(self._ops.delete(self.id))
 
 
-# aio.AsyncStore is this class's async twin, method for method: the two stay thin
-# (all logic is in Options and the backend), so only their shape repeats.
+# aio.AsyncStore is this class's async twin, method for method: each method of both
+# drives one operation of memvault.operations, so only their shape repeats.
 class Store:
-    """An open store. Use as a context manager, or call :meth:`close`."""
+    """An open store. Use as a context manager, or call :meth:`close`.
+
+    Attributes:
+        backend: the backend (:class:`~memvault.backends.base.Backend`).
+        options: the handle's settings.
+        capabilities: what the backend has beyond the protocol, worked out when the
+            store is opened.
+        ops: the operations its methods drive.
+    """
 
     __reduce__ = refuse_pickling
 
     def __init__(self, backend: Backend, options: Options) -> None:
         self.backend = backend
         self.options = options
+        self.capabilities = Capabilities.of(backend)
+        self.ops = Operations(options, self.capabilities, now)
 
     def __repr__(self) -> str:
         return f"Store({redact(self.options.url)!r})"
 
-    def vectors(self) -> Index | None:
-        """The semantic index, checked against the store's vectors on first use
-        (ConfigurationError if another embedder made them); None without an embedder.
-        Reading only, it writes nothing (a read-only store can be searched)."""
-        index = self.options.index
-        if index is not None and not index.checked:
-            index.check_space(vector_store(self.backend).vector_space())
-        return index
+    def run(self, operation: Op[T]) -> T:
+        """Run one of :attr:`ops`' operations, each request a call."""
+        return drive(operation, self._perform)
 
-    def claimed(self) -> Index | None:
-        """:meth:`vectors`, before a write: the embedder recorded if the store has none."""
-        index = self.vectors()
-        if index is not None and index.unclaimed:
-            vector_store(self.backend).set_vector_space(index.space, False)
-            index.unclaimed = False
-        return index
-
-    def embedded(self, session_id: str, records: list[Record]) -> list[Record]:
-        """``records`` with their vectors, embedded before anything is written."""
-        index = self.claimed()
-        if index is None:
-            return records
-        texts = index.texts_of(session_id, records)
-        return index.attach(records, texts, index.embedder.embed(texts))
-
-    def recall(
-        self,
-        query: str,
-        terms: list[str],
-        ids: list[str] | None,
-        k: int,
-        include_hidden: bool = False,
-    ) -> list[Hit]:
-        """The ``k`` best hits among sessions ``ids`` (None: every live one): from the
-        backend's lexical index (or a scan of the full views without one), fused with
-        cosine similarity when the store has an embedder."""
-        vectors = self.vectors()
-        lexical = getattr(self.backend, "search", None)
-        if vectors is None and lexical is not None:
-            return hits(lexical(ids, terms, k, bool(include_hidden), self.options.now()))
-        if include_hidden:
-            raise no_index(self.backend, vectors is not None)
-        ids = self.sessions() if ids is None else ids
-        if vectors is None:
-            return rank(terms, [(sid, self.session(sid).history(full=True)) for sid in ids], k)
-        read = self.options.read_args(None, True, self.options.now())
-        views = [(sid, self.backend.history(sid, *read)) for sid in ids]
-        found = (
-            hits(lexical(ids, terms, depth(k), False, self.options.now()))
-            if lexical is not None
-            else rank(terms, [(sid, self.options.decode(sid, v)) for sid, v in views], depth(k))
-        )
-        docs = vectors.docs(views)
-        vectors.remember(vector_store(self.backend).get_vectors(vectors.unknown(docs)))
-        texts = vectors.to_embed(query, docs)
-        return vectors.rank(texts, vectors.embedder.embed(texts), docs, found, k)
+    def _perform(self, request: Request) -> Any:
+        if isinstance(request, Embed):
+            return request.embedder.embed(request.texts)
+        return getattr(self.backend, request[0])(*request[1:])
 
     def session(self, session_id: str) -> Session:
         """A handle on session ``session_id``; nothing is written."""
@@ -518,7 +264,7 @@ class Store:
     def sessions(self) -> list[str]:
         """Ids of the live (unexpired) sessions, sorted: all of them in one list (its
         cost grows with the store). :meth:`sessions_page` lists them a page at a time."""
-        return self.backend.sessions(self.options.now())
+        return self.run(self.ops.sessions())
 
     def sessions_page(
         self,
@@ -555,8 +301,7 @@ class Store:
         Raises:
             InvalidArgumentError: a bad limit, order, match or cursor; nothing was read.
         """
-        query = check_page(limit, cursor, order, descending, match)
-        return page_of(query, self.backend.sessions_page(query, self.options.now()))
+        return self.run(self.ops.sessions_page(limit, cursor, order, descending, match))
 
     def search(
         self,
@@ -568,9 +313,7 @@ class Store:
     ) -> list[Hit]:
         """:meth:`Session.search` across ``sessions`` (default: every live one), ranked
         together."""
-        terms, k = check_query(query, k)
-        ids = None if sessions is None else check_sessions(sessions)
-        return self.recall(query, terms, ids, k, include_hidden)
+        return self.run(self.ops.search(query, k, sessions, include_hidden))
 
     def compact(
         self,
@@ -599,14 +342,7 @@ class Store:
             CorruptRecordError: a session's chain is broken; nothing of that session
                 is deleted (the steps before it stay done).
         """
-        if keep_events is not None:
-            check_count("keep_events", keep_events)
-        check_batch(batch)
-        now = self.options.now()
-        stats = self.backend.compact(keep_events, now, batch, progress)
-        if not stores_vectors(self.backend):
-            return stats
-        return replace(stats, vectors=drive(reclaim(now), request(self.backend)))
+        return self.run(self.ops.compact(keep_events, batch, progress))
 
     def close(self) -> None:
         """Release connections. The data stays."""
@@ -648,7 +384,7 @@ def open_store(url: str | None, options: dict[str, Any], module: Any = None) -> 
     opts, backend_options = split_options(url, options)
     store = Store(open_backend(opts.url, backend_options, module), opts)
     try:
-        store.vectors()
+        store.run(store.ops.vectors())
     except BaseException:
         store.close()
         raise

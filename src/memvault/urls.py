@@ -20,7 +20,8 @@ import re
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, cast
 
-from memvault.backends.base import AsyncBackend, Backend, ThreadedAsyncBackend
+from memvault.backends.base import AsyncBackend, Backend
+from memvault.backends.threaded import ThreadedAsyncBackend
 from memvault.backends.url import redact
 from memvault.errors import ConfigurationError
 
@@ -101,7 +102,7 @@ def open_async_backend(url: str, options: dict[str, Any], module: Any = None) ->
     module = backend_module(url) if module is None else module
     if hasattr(module, "open_async_backend"):
         return cast(AsyncBackend, module.open_async_backend(url, **options))
-    return ThreadedAsyncBackend(module.open_backend(url, **options))
+    return cast(AsyncBackend, ThreadedAsyncBackend(module.open_backend(url, **options)))
 
 
 __all__ = [

@@ -1,11 +1,12 @@
 """Semantic and hybrid search, without I/O: shared by the sync and async facades.
 
 A store opened with an embedder (``memvault.open(url, embedder=...)``) keeps one
-vector per distinct searchable text (:func:`memvault.search.text_of`), keyed by a
+vector per distinct searchable text (:func:`memvault.words.text_of`), keyed by a
 hash of that text: a vector is a function of its text alone, so snapshots, rollback,
 fork, pop and trim need no reindexing, and visibility is decided at query time from
 the full view, as for lexical search. The backend stores the keys and vectors
-(``VectorStore``) and the name of the embedder that made them (its *space*); a
+(:class:`~memvault.backends.base.VectorStore`) and the name of the embedder that
+made them (its *space*); a
 store whose vectors were made by another embedder is refused with the way out.
 
 Vectors are reclaimed by mark and sweep (:func:`reclaim`, run by ``compact()``
@@ -27,7 +28,7 @@ import hashlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, cast
 
 from memvault.backends.base import Stored
 from memvault.embedders import Embedder
@@ -45,37 +46,6 @@ CACHE = 100_000
 """Vectors a store handle keeps in memory (about 1 KB each at 256 dimensions)."""
 KEYS = 32_000_000
 """Characters of bodies a store handle keeps to know their texts' keys undecoded."""
-
-
-class VectorStore(Protocol):
-    """What a backend stores for semantic search (sync; the async twin awaits each).
-
-    ``put_vectors`` keeps a key stored already (same text, same vector);
-    ``vector_keys`` lists every stored key and ``drop_vectors`` deletes some;
-    ``node_bodies(session_id, now)`` is every stored message and summary of a live
-    session, hidden ones included, as stored, in any order (``[]`` if it is not
-    live): what :func:`reclaim` keeps the vectors of.
-    """
-
-    def vector_space(self) -> str | None: ...
-    def set_vector_space(self, space: str, reset: bool) -> None: ...
-    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]: ...
-    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None: ...
-    def vector_keys(self) -> list[str]: ...
-    def drop_vectors(self, keys: Sequence[str]) -> None: ...
-    def node_bodies(self, session_id: str, now: float) -> list[str]: ...
-
-
-METHODS = (
-    "vector_space",
-    "set_vector_space",
-    "get_vectors",
-    "put_vectors",
-    "vector_keys",
-    "drop_vectors",
-    "node_bodies",
-)
-"""The methods of :class:`VectorStore`."""
 
 
 def text_key(text: str) -> str:
@@ -297,22 +267,6 @@ def depth(k: int) -> int:
     return max(DEPTH, 3 * k)
 
 
-def stores_vectors(backend: Any) -> bool:
-    """Whether ``backend`` is a :class:`VectorStore` (sync or async)."""
-    return all(hasattr(backend, name) for name in METHODS)
-
-
-def vector_store(backend: Any) -> Any:
-    """``backend`` if it stores vectors (:class:`VectorStore`, sync or async), else
-    ConfigurationError."""
-    if stores_vectors(backend):
-        return backend
-    raise ConfigurationError(
-        f"{type(backend).__name__} stores no vectors: semantic search "
-        "(embedder=) is not supported on this backend"
-    )
-
-
 def reclaim(now: float) -> Operation[tuple[Any, ...], int]:
     """Delete the vectors no stored message or summary of a live session uses (mark
     and sweep); returns how many. It yields ``(VectorStore method, *args)`` requests
@@ -356,18 +310,14 @@ __all__ = [
     "CACHE",
     "DEPTH",
     "KEYS",
-    "METHODS",
     "RRF_C",
     "Doc",
     "Docs",
     "Index",
-    "VectorStore",
     "body_key",
     "depth",
     "fuse",
     "reclaim",
     "request",
-    "stores_vectors",
     "text_key",
-    "vector_store",
 ]

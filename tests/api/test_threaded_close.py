@@ -7,7 +7,7 @@ import asyncio
 import threading
 from typing import Any
 
-from memvault.backends.base import ThreadedAsyncBackend
+from memvault.backends.threaded import ThreadedAsyncBackend
 
 
 class Blocking:

@@ -23,9 +23,10 @@ import pytest
 import memvault
 from memvault import Message
 from memvault.backends.base import Write
-from memvault.backends.postgres.calls import Call, Calls
+from memvault.backends.postgres.calls import Call, Calls, Op
 from memvault.messages import encode_message
 from memvault.paging import ORDERS, PageQuery
+from memvault.sansio import drive
 from tests.support.postgres import admin, new_schema, url_for
 
 SCAN = re.compile(r"Seq Scan on (nodes|events)\b")
@@ -56,7 +57,7 @@ def _write() -> Write:
     return Write("plans", time.time(), None)
 
 
-def _hot_paths(calls: Calls, round_: int) -> list[Call[Any]]:
+def _hot_paths(calls: Calls, round_: int) -> list[Op[Any]]:
     """One call of every per-session operation an agent makes (not compact: it reads
     everything by design)."""
     now = time.time()
@@ -113,9 +114,9 @@ def _churn(url: str, schema: str) -> None:
         )
 
 
-def _run(conn: psycopg.Connection[tuple[object, ...]], calls: list[Call[Any]]) -> None:
-    for call in calls:
-        conn.execute(call.sql, call.params).fetchall()
+def _run(conn: psycopg.Connection[tuple[object, ...]], operations: list[Op[Any]]) -> None:
+    for operation in operations:
+        drive(operation, lambda call: call.parse(conn.execute(call.sql, call.params).fetchall()))
 
 
 def test_hot_paths_never_scan_nodes_or_events(

@@ -79,7 +79,7 @@ def observe(backend: Any, now: float) -> Any:
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=st.lists(OPS, max_size=30), ttl=st.none() | st.just(10.0))
 def test_redis_matches_the_reference_engine(ops: list[tuple[Any, ...]], ttl: float | None) -> None:
-    """Failing: a Lua script departs from engine.py (numbering, versions, events,
+    """Failing: a Lua script departs from engine/core.py (numbering, versions, events,
     snapshot names, expiry, compaction, error precedence or messages), or a write
     leaves the session index (what pages list, in every order) out of step."""
     reference, redis_backend = MemoryBackend(), RedisBackend(redis_settings(flushed()))

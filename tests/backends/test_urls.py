@@ -11,7 +11,7 @@ import pytest
 
 import memvault
 from memvault import ConfigurationError, Message
-from memvault.store import MAX_TTL
+from memvault.operations import MAX_TTL
 from memvault.urls import redact
 
 

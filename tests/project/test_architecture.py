@@ -118,12 +118,15 @@ def test_backends_import_only_low_modules() -> None:
 
 # A folder per backend; what each may import from memvault.backends besides its own
 # folder and the modules every backend shares (the protocol, URL options, record
-# decoding). Only the backends that run the operations in Python use the engine.
+# decoding, the thread wrapper of a sync backend, the protocol over sans-I/O
+# operations). Only the backends that run the operations in Python use the engine.
 BACKEND_SHARED = {
     "memvault.backends",
     "memvault.backends.base",
     "memvault.backends.url",
     "memvault.backends.records",
+    "memvault.backends.threaded",
+    "memvault.backends.driven",
 }
 BACKEND_FOLDERS = {
     "engine": set(),
@@ -147,6 +150,15 @@ def test_each_backend_folder_imports_only_its_own_and_the_shared_modules() -> No
                 if dep.split(".")[2] not in allowed:
                     crossing.add((name, dep))
     assert crossing == set()
+
+
+def test_every_top_level_backend_module_is_shared_or_the_memory_backend() -> None:
+    """A module at the top of memvault.backends is one every backend may use (and the
+    rules above name it), or memory://, the reference model: a new backend gets a
+    folder."""
+    top = {n for n in graph() if n.startswith("memvault.backends.") and n.count(".") == 2}
+    folders = {f"memvault.backends.{f}" for f in BACKEND_FOLDERS}
+    assert top - folders - BACKEND_SHARED == {"memvault.backends.memory"}
 
 
 def test_the_shared_backend_modules_import_no_backend() -> None:

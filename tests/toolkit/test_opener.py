@@ -7,8 +7,8 @@ import pickle
 from pathlib import Path
 
 from memvault import Message
-from memvault.backends.base import ThreadedAsyncBackend
 from memvault.backends.sqlite.backend import SqliteBackend
+from memvault.backends.threaded import ThreadedAsyncBackend
 from memvault.testing import Opener
 
 

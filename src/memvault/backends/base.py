@@ -1,34 +1,56 @@
-"""The protocol every backend implements, sync and async.
+"""The protocol every backend implements: :class:`Backend` (sync), :class:`AsyncBackend`
+(the same methods, awaited), and the optional capabilities :class:`Searching` and
+:class:`VectorStore`.
 
-A backend receives validated, encoded input (session ids, snapshot names and
-records are checked by the facade before any I/O) and makes each operation one
-atomic step in its engine. Stored messages come back as ``(depth, body)`` pairs,
-oldest first; the facade decodes them.
+What a backend receives: the facade (:mod:`memvault.store`, :mod:`memvault.aio`)
+checks every argument before any I/O, so a backend never sees a bad one. Session
+ids and snapshot names passed
+:meth:`~memvault.model.Limits.check_session_id` /
+:meth:`~memvault.model.Limits.check_snapshot_name` (non-empty strings of valid
+Unicode within the limits; NUL, quotes and RTL marks included: store them exactly);
+counts (``last``, ``keep_last``, ``keep_events``, ``expect_version``) are ints from
+0 to 2**63-1; ``expect_message`` and ``through`` are message ids; records are
+encoded and within the limits, their ids distinct within the batch. Time comes from
+the facade too: ``now`` (epoch seconds) for a read, a :class:`Write` for a write; a
+backend never reads the clock, so every backend expires sessions alike.
 
-``history(..., full=False)`` is the context view (the newest summary, then the
-messages after its range); ``full=True`` every message above base with each
-summary right after the message it was taken through. The facade passes ``full``
-only when it is True, so a backend without summaries keeps working until one is
-asked of it.
+What a backend promises (the contract suite, :mod:`memvault.testing`, checks each
+one): every method is one atomic step (all of it or nothing, whatever runs
+concurrently in other threads or processes), checks everything before its first
+change (a method that raises has changed nothing), and answers a session that is
+not live (never written, deleted, or expired at ``now``) as if it did not exist.
+Stored messages travel as :data:`Stored` pairs ``(depth, body)``, oldest first;
+the facade decodes them. Errors: the domain errors below (built with the helpers
+of :mod:`memvault.errors`, so every backend words them alike), and for a failure
+of the engine itself :class:`~memvault.errors.BackendUnavailableError` (nothing
+was applied), :class:`~memvault.errors.OutcomeUnknownError` (a write may have
+been applied) or :class:`~memvault.errors.BackendError`, the driver's error as
+``__cause__``. After :meth:`Backend.close`, every method raises
+``BackendUnavailableError("the store is closed")``.
 
-``search`` is optional (:class:`Searching`): a backend with a lexical index answers
-it; the facade searches one without it by scanning the full view
-(:mod:`memvault.search`).
+A backend is either a :class:`~memvault.backends.engine.core.Engine` over storage
+primitives (:class:`~memvault.backends.engine.core.Txn`: memory, SQLite, the
+JSON-file example) or runs each operation server-side (Redis, PostgreSQL):
+docs/testing.md, "Writing a backend: two routes". A sync backend's async face is
+:class:`~memvault.backends.threaded.ThreadedAsyncBackend`, unless its module has
+``open_async_backend`` (:mod:`memvault.urls`).
+
+The optional capabilities are worked out once per store (:class:`Capabilities`):
+without :class:`Searching`, the facade searches by scanning the full views
+(:mod:`memvault.search`); without :class:`VectorStore`, a store cannot be opened
+with an embedder.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from typing import NamedTuple, Protocol
 
+from memvault.errors import ConfigurationError
 from memvault.messages import Record
 from memvault.model import COMPACT_BATCH, CompactStats, Event, Progress, SessionInfo, Snapshot
 from memvault.paging import Listed, PageQuery
-
-T = TypeVar("T")
 
 Stored = tuple[int, str]
 """A stored message: its depth in the chain and its encoded envelope."""
@@ -59,7 +81,14 @@ class Match:
 
 class Write(NamedTuple):
     """Who writes, and when: the context of every write operation (a named tuple:
-    every write makes one)."""
+    every write makes one).
+
+    Attributes:
+        writer: the label the operation's event records.
+        now: the time of the write (epoch seconds): the session's ``updated_at``,
+            and what has expired by then is not there.
+        ttl: the store handle's TTL in seconds (None: never expires).
+    """
 
     writer: str
     now: float
@@ -67,21 +96,20 @@ class Write(NamedTuple):
 
     @property
     def expires_at(self) -> float | None:
+        """What every write sets the session's expiry to (sliding: ``now + ttl``)."""
         return None if self.ttl is None else self.now + self.ttl
 
 
 class Backend(Protocol):
-    """The synchronous backend protocol: one method per store operation (README's
-    API tour), each one atomic.
+    """The synchronous backend protocol: one method per store operation, each one
+    atomic (see the module's docstring for what every method is given and promises).
 
-    ``sessions_page`` lists the live sessions a page at a time
-    (:mod:`memvault.paging`): at most ``query.limit`` of them after
-    ``query.after``, each with its key in ``query.order``.
-
-    ``chain`` reads any state the event log points to: the messages of the chain
-    ending at node ``head`` with depth above ``base`` (the newest ``last`` of them;
-    None: all), oldest first, like ``history``. Node 0 and a session that is not
-    live give ``[]``; a ``head`` that is not stored (compacted away) gives None.
+    A write (``w``) sets the session's ``updated_at`` to ``w.now`` and its expiry to
+    ``w.expires_at``, for every key or row of the session in the same step, and
+    records one :class:`~memvault.model.Event` (``writer``, ``at``, head and base
+    before and after, ``detail``); a write to a session that is not live starts it
+    afresh (what an expired one left is purged first). A write that changes nothing
+    records nothing and keeps the version.
     """
 
     def append(
@@ -91,15 +119,85 @@ class Backend(Protocol):
         expect_version: int | None,
         expect_message: str | None,
         w: Write,
-    ) -> int: ...
+    ) -> int:
+        """Chain ``records`` after the head, in order, all or none.
+
+        Checked in this order, before anything is written: if every record's id is
+        stored in the session already (visible or hidden), the call is a retry and
+        writes nothing; some but not all stored: ``DuplicateMessageError``
+        (:func:`~memvault.errors.duplicate_ids`); ``expect_version`` not the
+        session's version (0 for a session that is not live): ``ConflictError``
+        (:func:`~memvault.errors.version_conflict`); ``expect_message`` not stored
+        in the session: ``ConflictError`` (:func:`~memvault.errors.not_stored`).
+
+        Then the version is bumped and the event ``append`` records
+        ``{"messages": len(records)}``. Records that carry a ``vector`` (a store
+        with an embedder) have it stored too (:class:`VectorStore`), in the same
+        step where the engine allows.
+
+        Returns:
+            The session's version after the append (a retry: its current version).
+        """
+        ...
+
     def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> list[Stored]: ...
+    ) -> list[Stored]:
+        """The visible messages, oldest first; ``last``: only the newest ``last``
+        (None: all), in O(last) for the context view.
+
+        ``full=False``: the context view (the newest summary, if some of its range is
+        above base, then the messages after its range). ``full=True``: every message
+        above base, each visible summary right after the message it was taken
+        through, at that message's depth. The facade passes ``full`` only when it is
+        True, so a backend without summaries serves every other read.
+
+        Returns:
+            ``[]`` for a session that is not live.
+
+        Raises:
+            CorruptRecordError: a node the pointers reach is missing or out of
+                place (:func:`~memvault.errors.broken_chain`,
+                :func:`~memvault.errors.message_missing`): never a shorter list.
+        """
+        ...
+
     def chain(
         self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> list[Stored] | None: ...
-    def info(self, session_id: str, now: float) -> SessionInfo | None: ...
-    def pop(self, session_id: str, w: Write) -> Stored | None: ...
+    ) -> list[Stored] | None:
+        """The messages of any state the event log or a snapshot points to: the chain
+        ending at node ``head``, with depth above ``base`` (the newest ``last`` of
+        them; None: all), oldest first, like ``history``. Reads only.
+
+        Returns:
+            ``[]`` for node 0 or a session that is not live; None if node ``head`` is
+            not stored (compact deleted it): the facade then tells why.
+
+        Raises:
+            CorruptRecordError: the chain below ``head`` is broken.
+        """
+        ...
+
+    def info(self, session_id: str, now: float) -> SessionInfo | None:
+        """The session's version, length, times and summarized count; None if it is
+        not live. Reads only."""
+        ...
+
+    def pop(self, session_id: str, w: Write) -> Stored | None:
+        """Hide the newest message of the context view and return it; when that is
+        the summary (no message after it), undo the summary (the previous one, if
+        any, is back). The event ``pop`` records ``{"message_id": id}`` or
+        ``{"summary_id": id}``; the version is bumped.
+
+        The message is decoded (:func:`~memvault.messages.decode_message`) before
+        anything changes: one that cannot be returned raises ``CorruptRecordError``
+        with nothing popped (a retry would pop a second message).
+
+        Returns:
+            The hidden message; None (and no change) if the context view is empty.
+        """
+        ...
+
     def summarize(
         self,
         session_id: str,
@@ -107,35 +205,148 @@ class Backend(Protocol):
         through: str,
         expect_version: int | None,
         w: Write,
-    ) -> int: ...
-    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
-    def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot: ...
-    def snapshots(self, session_id: str, now: float) -> list[Snapshot]: ...
-    def rollback(self, session_id: str, name: str, w: Write) -> Snapshot: ...
-    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None: ...
-    def log(self, session_id: str, now: float) -> list[Event]: ...
-    def delete(self, session_id: str, now: float) -> bool: ...
-    def sessions(self, now: float) -> list[str]: ...
-    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
+    ) -> int:
+        """Store ``record`` off the chain as the summary of the messages from the
+        previous summary (or the start) through the message with id ``through``, and
+        point the session at it; messages after ``through`` stay after it.
+
+        Checked in this order: ``record.id`` stored already: a no-op if it is the
+        current summary (a retry), else ``DuplicateMessageError``;
+        ``expect_version``: ``ConflictError``; ``through`` not stored, not visible, or
+        within the current summary's range: ``InvalidMessageError``
+        (:func:`~memvault.errors.unknown_through`, ``hidden_through``,
+        ``summarized_through``). The version is bumped; the event ``summarize``
+        records ``{"summary_id", "through", "messages"}`` (messages folded in). A
+        ``record.vector`` is stored as append stores one.
+
+        Returns:
+            The session's version after it.
+        """
+        ...
+
+    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
+        """Hide all but the newest ``keep_last`` messages of the chain: base becomes
+        ``max(base, depth(head) - keep_last)``. ``op`` is ``"trim"`` or ``"clear"``
+        (``keep_last`` 0), the event's name; it records ``{"hidden": n}``. Hides
+        the summary too once its range is at or below the new base.
+
+        Returns:
+            The version after it: unchanged, with no event, if nothing was hidden;
+            0 for a session that is not live (nothing is written).
+        """
+        ...
+
+    def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
+        """Save the current ``(head, base)``, version, length and summary pointer
+        under ``name`` (the facade refused ``auto:`` names), in O(1). A session that
+        is not live is started (an empty snapshot). The event ``snapshot`` records
+        ``{"name": name}`` with the version unchanged.
+
+        Raises:
+            SnapshotExistsError: the name is taken (:func:`~memvault.errors.snapshot_exists`);
+                a snapshot is never overwritten.
+        """
+        ...
+
+    def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
+        """Every snapshot of the session in the order they were taken; ``[]`` if it is
+        not live.
+
+        Raises:
+            CorruptRecordError: a snapshot whose pointers cannot be right
+                (:func:`~memvault.model.check_snapshot`).
+        """
+        ...
+
+    def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
+        """Restore snapshot ``name`` (``auto:`` names included): first save the
+        current state as ``auto:pre-rollback@v{version}`` (``auto=True``), then set
+        head, base and the summary pointer to the snapshot's. No snapshot is deleted
+        or changed. The version is bumped; the event ``rollback`` records
+        ``{"to": name, "saved": auto name}``.
+
+        Returns:
+            The auto-saved snapshot of the state it replaced.
+
+        Raises:
+            SnapshotNotFoundError: no such snapshot, or the session is not live.
+            CorruptRecordError: the snapshot's pointers cannot be right.
+        """
+        ...
+
+    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
+        """Start session ``new_id`` with a copy of this session's full view (or of
+        snapshot ``at``'s), and the summary its context view starts with, if any;
+        snapshots and older summaries are not copied. ``new_id`` gets version 1 and
+        the event ``fork`` recording ``{"from": session_id, "at": at}``. A source
+        that is not live forks an empty session.
+
+        Raises:
+            ConflictError: ``new_id`` is live (:func:`~memvault.errors.session_exists`).
+            SnapshotNotFoundError: ``at`` is not a snapshot of the session.
+        """
+        ...
+
+    def log(self, session_id: str, now: float) -> list[Event]:
+        """The session's events, oldest first (those ``compact`` kept); ``[]`` if it
+        is not live."""
+        ...
+
+    def delete(self, session_id: str, now: float) -> bool:
+        """Physically remove every node, snapshot and event of the session (its
+        vectors stay until ``compact``), expired or not.
+
+        Returns:
+            True if it was live at ``now``; False if it did not exist or had
+            expired (every read already answered that it did not exist).
+        """
+        ...
+
+    def sessions(self, now: float) -> list[str]:
+        """The ids of every live session, sorted."""
+        ...
+
+    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
+        """At most ``query.limit`` live sessions (:mod:`memvault.paging`): those whose
+        id contains ``query.match``, in ``query.order`` (``descending``: reversed),
+        ties by id, starting after the position ``query.after``; each with its
+        :class:`~memvault.model.SessionInfo` and its key in that order
+        (:func:`~memvault.paging.key_of`). The facade checked the query and makes
+        the page and its cursor (:func:`~memvault.paging.page_of`)."""
+        ...
+
     def compact(
         self,
         keep_events: int | None,
         now: float,
         batch: int = COMPACT_BATCH,
         progress: Progress | None = None,
-    ) -> CompactStats: ...
-    def close(self) -> None: ...
+    ) -> CompactStats:
+        """Delete sessions expired at ``now``, events beyond the newest
+        ``keep_events`` per session (None: keep all), and nodes that no head,
+        snapshot, summary pointer or kept event reaches. In steps of at most
+        ``batch`` whole sessions, each one atomic step, calling ``progress`` (if
+        given) with a :class:`~memvault.model.CompactProgress` after each; a step
+        left undone by an interruption is done by the next compact.
+
+        Returns:
+            What was removed (``vectors`` 0: the facade reclaims the vectors after it).
+
+        Raises:
+            CorruptRecordError: a session's chain or snapshot is broken: nothing of
+                that session is deleted (the steps before it stay done).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections and files; the data stays. Every later call raises
+        ``BackendUnavailableError("the store is closed")``."""
+        ...
 
 
 class Searching(Protocol):
-    """The optional search primitive of a backend with a lexical index (async
-    backends await it).
-
-    ``search(session_ids, terms, k, include_hidden, now)``: the ``k`` best matches of
-    any of ``terms`` (words, as :func:`memvault.search.words` makes them) among the
-    messages and summaries of the live sessions ``session_ids`` (None: every live
-    session), best first; hidden ones (position None) only if ``include_hidden``.
-    """
+    """The optional search primitive of a backend with a lexical index (memory's BM25
+    index, SQLite's FTS5, PostgreSQL's postings)."""
 
     def search(
         self,
@@ -144,11 +355,65 @@ class Searching(Protocol):
         k: int,
         include_hidden: bool,
         now: float,
-    ) -> list[Match]: ...
+    ) -> list[Match]:
+        """The ``k`` best matches of any of ``terms`` among the messages and
+        summaries of the live sessions ``session_ids`` (None: every live session),
+        best first. ``terms`` are distinct words as :func:`memvault.words.words`
+        makes them (the index stores :func:`memvault.words.body_words` of each body),
+        so no query reaches the engine's own query syntax; the facade checked that
+        there is at least one and ``k``. A hidden message (position None) is a match
+        only if ``include_hidden``; a session id that is not live matches nothing.
+
+        Raises:
+            CorruptRecordError: a matched message's session is damaged.
+        """
+        ...
+
+
+class VectorStore(Protocol):
+    """The optional store of search vectors (:mod:`memvault.vectors`), store-wide and
+    keyed by a hash of their text: a backend with all of these methods can be opened
+    with an embedder. A vector is a function of its text, so a key stored already is
+    never stored again with another vector."""
+
+    def vector_space(self) -> str | None:
+        """The name of the embedder that made the stored vectors (its *space*); None
+        if none is recorded."""
+        ...
+
+    def set_vector_space(self, space: str, reset: bool) -> None:
+        """Record ``space``; ``reset``: delete every stored vector first (a store
+        moving to another embedder)."""
+        ...
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored vectors (little-endian float32 bytes) of those of ``keys`` that
+        have one."""
+        ...
+
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store ``(key, vector)`` pairs; a key stored already keeps its vector."""
+        ...
+
+    def vector_keys(self) -> list[str]:
+        """The key of every stored vector."""
+        ...
+
+    def drop_vectors(self, keys: Sequence[str]) -> None:
+        """Delete the vectors of ``keys`` (one not stored is skipped)."""
+        ...
+
+    def node_bodies(self, session_id: str, now: float) -> list[str]:
+        """Every stored message and summary of a live session, hidden ones included,
+        as stored, in any order (``[]`` if it is not live): what ``compact`` keeps
+        the vectors of (:func:`memvault.vectors.reclaim`)."""
+        ...
 
 
 class AsyncBackend(Protocol):
-    """The asynchronous backend protocol: :class:`Backend` with every method awaited."""
+    """The asynchronous backend protocol: :class:`Backend` with every method awaited
+    (a native async driver: Redis, PostgreSQL). A call whose awaiter is cancelled
+    must leave the store as a call that never started or one that completed."""
 
     async def append(
         self,
@@ -157,15 +422,30 @@ class AsyncBackend(Protocol):
         expect_version: int | None,
         expect_message: str | None,
         w: Write,
-    ) -> int: ...
+    ) -> int:
+        """:meth:`Backend.append`, awaited."""
+        ...
+
     async def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> list[Stored]: ...
+    ) -> list[Stored]:
+        """:meth:`Backend.history`, awaited."""
+        ...
+
     async def chain(
         self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> list[Stored] | None: ...
-    async def info(self, session_id: str, now: float) -> SessionInfo | None: ...
-    async def pop(self, session_id: str, w: Write) -> Stored | None: ...
+    ) -> list[Stored] | None:
+        """:meth:`Backend.chain`, awaited."""
+        ...
+
+    async def info(self, session_id: str, now: float) -> SessionInfo | None:
+        """:meth:`Backend.info`, awaited."""
+        ...
+
+    async def pop(self, session_id: str, w: Write) -> Stored | None:
+        """:meth:`Backend.pop`, awaited."""
+        ...
+
     async def summarize(
         self,
         session_id: str,
@@ -173,141 +453,45 @@ class AsyncBackend(Protocol):
         through: str,
         expect_version: int | None,
         w: Write,
-    ) -> int: ...
-    async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int: ...
-    async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot: ...
-    async def snapshots(self, session_id: str, now: float) -> list[Snapshot]: ...
-    async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot: ...
-    async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None: ...
-    async def log(self, session_id: str, now: float) -> list[Event]: ...
-    async def delete(self, session_id: str, now: float) -> bool: ...
-    async def sessions(self, now: float) -> list[str]: ...
-    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]: ...
-    async def compact(
-        self,
-        keep_events: int | None,
-        now: float,
-        batch: int = COMPACT_BATCH,
-        progress: Progress | None = None,
-    ) -> CompactStats: ...
-    async def close(self) -> None: ...
-
-
-class _Running:
-    """Counts the calls running on worker threads; runs a function once none is."""
-
-    def __init__(self) -> None:
-        self._idle = threading.Condition()
-        self._count = 0
-
-    def run(self, function: Callable[..., T], *args: Any) -> T:
-        with self._idle:
-            self._count += 1
-        try:
-            return function(*args)
-        finally:
-            with self._idle:
-                self._count -= 1
-                self._idle.notify_all()
-
-    def wait_then(self, function: Callable[[], T]) -> T:
-        with self._idle:
-            self._idle.wait_for(lambda: self._count == 0)
-        return function()
-
-
-class ThreadedAsyncBackend:
-    """The async face of a sync backend: every call runs on a worker thread.
-
-    Used for backends whose driver has no native async client (memory, SQLite).
-    A call whose awaiter is cancelled runs on to its end on its thread (a thread
-    cannot be interrupted); :meth:`close` waits for such calls before it closes the
-    backend.
-    """
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self._calls = _Running()
-
-    def __getattr__(self, name: str) -> Any:
-        # search exists only where the wrapped backend has an index (Searching)
-        if name == "search" and hasattr(self.backend, "search"):
-            return self._search
-        raise AttributeError(name)
-
-    async def _search(
-        self,
-        session_ids: Sequence[str] | None,
-        terms: Sequence[str],
-        k: int,
-        include_hidden: bool,
-        now: float,
-    ) -> list[Match]:
-        searching = cast(Searching, self.backend)
-        return await self._thread(searching.search, session_ids, terms, k, include_hidden, now)
-
-    async def append(
-        self,
-        session_id: str,
-        records: Sequence[Record],
-        expect_version: int | None,
-        expect_message: str | None,
-        w: Write,
     ) -> int:
-        return await self._thread(
-            self.backend.append, session_id, records, expect_version, expect_message, w
-        )
-
-    async def history(
-        self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> list[Stored]:
-        args = (session_id, last, now, True) if full else (session_id, last, now)
-        return await self._thread(self.backend.history, *args)
-
-    async def chain(
-        self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> list[Stored] | None:
-        return await self._thread(self.backend.chain, session_id, head, base, last, now)
-
-    async def info(self, session_id: str, now: float) -> SessionInfo | None:
-        return await self._thread(self.backend.info, session_id, now)
-
-    async def pop(self, session_id: str, w: Write) -> Stored | None:
-        return await self._thread(self.backend.pop, session_id, w)
-
-    async def summarize(
-        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
-    ) -> int:
-        return await self._thread(
-            self.backend.summarize, session_id, record, through, expect_version, w
-        )
+        """:meth:`Backend.summarize`, awaited."""
+        ...
 
     async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
-        return await self._thread(self.backend.trim, session_id, keep_last, op, w)
+        """:meth:`Backend.trim`, awaited."""
+        ...
 
     async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return await self._thread(self.backend.snapshot, session_id, name, w)
+        """:meth:`Backend.snapshot`, awaited."""
+        ...
 
     async def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
-        return await self._thread(self.backend.snapshots, session_id, now)
+        """:meth:`Backend.snapshots`, awaited."""
+        ...
 
     async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return await self._thread(self.backend.rollback, session_id, name, w)
+        """:meth:`Backend.rollback`, awaited."""
+        ...
 
     async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
-        await self._thread(self.backend.fork, session_id, new_id, at, w)
+        """:meth:`Backend.fork`, awaited."""
+        ...
 
     async def log(self, session_id: str, now: float) -> list[Event]:
-        return await self._thread(self.backend.log, session_id, now)
+        """:meth:`Backend.log`, awaited."""
+        ...
 
     async def delete(self, session_id: str, now: float) -> bool:
-        return await self._thread(self.backend.delete, session_id, now)
+        """:meth:`Backend.delete`, awaited."""
+        ...
 
     async def sessions(self, now: float) -> list[str]:
-        return await self._thread(self.backend.sessions, now)
+        """:meth:`Backend.sessions`, awaited."""
+        ...
 
     async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
-        return await self._thread(self.backend.sessions_page, query, now)
+        """:meth:`Backend.sessions_page`, awaited."""
+        ...
 
     async def compact(
         self,
@@ -316,43 +500,132 @@ class ThreadedAsyncBackend:
         batch: int = COMPACT_BATCH,
         progress: Progress | None = None,
     ) -> CompactStats:
-        return await self._thread(self.backend.compact, keep_events, now, batch, progress)
+        """:meth:`Backend.compact`, awaited; ``progress`` is a plain (sync) callable."""
+        ...
 
     async def close(self) -> None:
-        # A call whose awaiter was cancelled runs on to its end on its thread: close
-        # only after it (SQLite's connections closed under a running call crash).
-        await asyncio.to_thread(self._calls.wait_then, self.backend.close)
+        """:meth:`Backend.close`, awaited."""
+        ...
 
-    async def _thread(self, function: Callable[..., T], *args: Any) -> T:
-        """``function(*args)`` on a worker thread, counted while it runs."""
-        return await asyncio.to_thread(self._calls.run, function, *args)
 
-    # The search vectors, when the backend stores them (memvault.vectors.VectorStore).
+class AsyncSearching(Protocol):
+    """:class:`Searching`, awaited."""
+
+    async def search(
+        self,
+        session_ids: Sequence[str] | None,
+        terms: Sequence[str],
+        k: int,
+        include_hidden: bool,
+        now: float,
+    ) -> list[Match]:
+        """:meth:`Searching.search`, awaited."""
+        ...
+
+
+class AsyncVectorStore(Protocol):
+    """:class:`VectorStore`, awaited."""
+
     async def vector_space(self) -> str | None:
-        return await self._thread(self.backend.vector_space)  # type: ignore[attr-defined]
+        """:meth:`VectorStore.vector_space`, awaited."""
+        ...
 
     async def set_vector_space(self, space: str, reset: bool) -> None:
-        await self._thread(
-            self.backend.set_vector_space,  # type: ignore[attr-defined]
-            space,
-            reset,
-        )
+        """:meth:`VectorStore.set_vector_space`, awaited."""
+        ...
 
     async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
-        return await self._thread(self.backend.get_vectors, keys)  # type: ignore[attr-defined]
+        """:meth:`VectorStore.get_vectors`, awaited."""
+        ...
 
     async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
-        await self._thread(self.backend.put_vectors, items)  # type: ignore[attr-defined]
+        """:meth:`VectorStore.put_vectors`, awaited."""
+        ...
 
     async def vector_keys(self) -> list[str]:
-        return await self._thread(self.backend.vector_keys)  # type: ignore[attr-defined]
+        """:meth:`VectorStore.vector_keys`, awaited."""
+        ...
 
     async def drop_vectors(self, keys: Sequence[str]) -> None:
-        await self._thread(self.backend.drop_vectors, keys)  # type: ignore[attr-defined]
+        """:meth:`VectorStore.drop_vectors`, awaited."""
+        ...
 
     async def node_bodies(self, session_id: str, now: float) -> list[str]:
-        return await self._thread(
-            self.backend.node_bodies,  # type: ignore[attr-defined]
-            session_id,
-            now,
+        """:meth:`VectorStore.node_bodies`, awaited."""
+        ...
+
+
+def declared(protocol: type) -> tuple[str, ...]:
+    """The methods a protocol class declares, in the order it declares them."""
+    return tuple(
+        name for name, value in vars(protocol).items() if callable(value) and name[0] != "_"
+    )
+
+
+PROTOCOL = declared(Backend)
+"""The methods every backend has."""
+SEARCHING = declared(Searching)
+VECTOR_STORE = declared(VectorStore)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend has beyond :data:`PROTOCOL`, worked out once per store (a
+    method looked up on every call would be looked up again and again).
+
+    Attributes:
+        backend: the backend's name, for the errors that say what it lacks.
+        search: it has :class:`Searching`.
+        vectors: it has every method of :class:`VectorStore`.
+        lacking: the :class:`VectorStore` methods it lacks, when it has some of
+            them (a half-written vector store is named as such).
+    """
+
+    backend: str
+    search: bool = False
+    vectors: bool = False
+    lacking: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, backend: object) -> Capabilities:
+        """``backend``'s capabilities: its own ``capabilities`` if it states them (a
+        wrapper does: :class:`~memvault.backends.threaded.ThreadedAsyncBackend`), else
+        the capabilities' methods it has (sync or async)."""
+        stated = getattr(backend, "capabilities", None)
+        if isinstance(stated, Capabilities):
+            return stated
+        lacking = tuple(name for name in VECTOR_STORE if not hasattr(backend, name))
+        return cls(
+            type(backend).__name__,
+            search=all(hasattr(backend, name) for name in SEARCHING),
+            vectors=not lacking,
+            lacking=() if len(lacking) == len(VECTOR_STORE) else lacking,
         )
+
+    def require_vectors(self) -> None:
+        """ConfigurationError unless the backend stores vectors (an embedder needs it)."""
+        if self.vectors:
+            return
+        missing = f" (it lacks {', '.join(self.lacking)} of VectorStore)" if self.lacking else ""
+        raise ConfigurationError(
+            f"{self.backend} stores no vectors{missing}: semantic search "
+            "(embedder=) is not supported on this backend"
+        )
+
+
+__all__ = [
+    "PROTOCOL",
+    "SEARCHING",
+    "VECTOR_STORE",
+    "AsyncBackend",
+    "AsyncSearching",
+    "AsyncVectorStore",
+    "Backend",
+    "Capabilities",
+    "Match",
+    "Searching",
+    "Stored",
+    "VectorStore",
+    "Write",
+    "declared",
+]

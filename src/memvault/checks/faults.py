@@ -153,8 +153,8 @@ def inject_faults(store: Any) -> FaultInjector:
     """Route ``store``'s backend calls through a new :class:`FaultInjector`.
 
     Works on a :class:`memvault.Store`, an :class:`~memvault.AsyncStore`, or the
-    contract's blocking proxy of one. Session handles made *after* this call go
-    through the injector; earlier ones keep the real backend.
+    contract's blocking proxy of one. Every call made after this one goes through
+    the injector, through session handles made before it too.
     """
     target = getattr(store, "target", store)  # the contract's Blocking proxy
     if isinstance(target.backend, FaultInjector):

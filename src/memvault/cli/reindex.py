@@ -13,12 +13,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from memvault.backends.base import VectorStore
 from memvault.embedders import Embedder, as_embedder
 from memvault.errors import ConfigurationError
-from memvault.store import Store, open_store
-from memvault.vectors import Index, vector_store
+from memvault.store import Store, now, open_store
+from memvault.vectors import Index
 
 BATCH = 256
 
@@ -55,7 +56,7 @@ def open_for_reindex(
     if replace:
         plain = open_store(url, dict(options or {}))
         try:
-            vector_store(plain.backend).set_vector_space(Index(embedder).space, True)
+            _vector_store(plain).set_vector_space(Index(embedder).space, True)
         finally:
             plain.close()
     return open_store(url, {**(options or {}), "embedder": embedder})
@@ -69,16 +70,15 @@ def reindex(
 ) -> ReindexStats:
     """Embed and store the missing vectors of every live session of ``store``,
     calling ``progress(sessions done, sessions)`` as it goes."""
-    index = store.claimed()
+    index = store.run(store.ops.claimed())
     if index is None:
         raise ConfigurationError("reindex needs a store opened with an embedder")
-    backend = vector_store(store.backend)
+    backend = _vector_store(store)
     ids = store.sessions()
     texts = embedded = 0
     progress(0, len(ids))
     for done, sid in enumerate(ids, 1):
-        read = store.options.read_args(None, True, store.options.now())
-        docs = index.docs([(sid, store.backend.history(sid, *read))])
+        docs = index.docs([(sid, store.backend.history(sid, None, now(), True))])
         unique = {d.key: d for d in docs}
         stored = backend.get_vectors(list(unique))
         missing = [doc.text() for key, doc in unique.items() if key not in stored]
@@ -89,6 +89,11 @@ def reindex(
             embedded += len(part)
         progress(done, len(ids))
     return ReindexStats(len(ids), texts, embedded)
+
+
+def _vector_store(store: Store) -> VectorStore:
+    store.capabilities.require_vectors()
+    return cast(VectorStore, store.backend)
 
 
 __all__ = ["BATCH", "ReindexStats", "load_embedder", "open_for_reindex", "reindex"]

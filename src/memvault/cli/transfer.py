@@ -43,9 +43,9 @@ from typing import Any
 
 from memvault.cli.replay import Replay
 from memvault.errors import ConflictError, InvalidMessageError, MemvaultError
-from memvault.messages import Message, encode_message
+from memvault.messages import Message, decode_all, encode_message
 from memvault.model import Snapshot
-from memvault.store import Session, Store
+from memvault.store import Session, Store, now
 
 FORMAT = 1
 
@@ -56,18 +56,18 @@ def _line(record: dict[str, Any]) -> str:
 
 def _snapshot_history(store: Store, session_id: str, snap: Snapshot) -> list[Message]:
     """The messages a snapshot holds, read from its pointers (nothing is written)."""
-    stored = store.backend.chain(session_id, snap.head, snap.base, None, store.options.now())
+    stored = store.backend.chain(session_id, snap.head, snap.base, None, now())
     if stored is None:  # the session expired or was deleted meanwhile
         return []
-    return store.options.decode(session_id, stored)
+    return decode_all(session_id, stored)
 
 
 def _full_view(store: Store, session_id: str) -> tuple[list[Message], list[tuple[str, str]]]:
     """The full view's messages without its summaries, and each summary's id with the
     id of the message it was taken through, oldest first. A summary comes right after
     its through, at the same depth: that is how the two are told apart."""
-    stored = store.backend.history(session_id, None, store.options.now(), True)
-    messages = store.options.decode(session_id, stored)
+    stored = store.backend.history(session_id, None, now(), True)
+    messages = decode_all(session_id, stored)
     chain: list[Message] = []
     summaries: list[tuple[str, str]] = []
     for i, (message, (depth, _)) in enumerate(zip(messages, stored, strict=True)):

@@ -100,20 +100,7 @@ class JsonTxn:
         return out
 
     def add_event(self, row: Row, event: Event) -> None:
-        e = event
-        self.sessions[row.name]["events"].append(
-            [
-                e.version,
-                e.op,
-                e.writer,
-                e.at.timestamp(),
-                e.head_before,
-                e.base_before,
-                e.head_after,
-                e.base_after,
-                e.detail,
-            ]
-        )
+        self.sessions[row.name]["events"].append(list(event.fields()))
 
     def events(self, row: Row) -> list[Event]:
         return [

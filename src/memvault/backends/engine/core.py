@@ -16,7 +16,7 @@ from typing import NamedTuple, Protocol, TypeVar
 
 from memvault.backends.base import Stored, Write
 from memvault.backends.engine import compaction
-from memvault.errors import (  # the texts every backend shares: redis_ops imports them too
+from memvault.errors import (  # the texts every backend shares (Redis's, PostgreSQL's too)
     broken_chain,
     duplicate_ids,
     hidden_through,
@@ -292,7 +292,7 @@ class Engine:
     def close(self) -> None:
         """Release the backend's resources."""
 
-    # The search vectors (memvault.vectors.VectorStore); append and summarize store
+    # The search vectors (memvault.backends.base.VectorStore); append and summarize store
     # their records' vectors in their own transaction.
     def vector_space(self) -> str | None:
         with self.transaction(False) as txn:

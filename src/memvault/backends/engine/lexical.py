@@ -2,7 +2,7 @@
 
 The index lies beside the chain and is never a second source of truth: it holds,
 for every stored node (messages and summaries, visible or not), the node's words
-(:func:`memvault.search.body_words`) and whether it is a summary. It is
+(:func:`memvault.words.body_words`) and whether it is a summary. It is
 written in the same transaction as the node and dropped with it (``purge``,
 ``compact``), so dropping and rebuilding it loses nothing.
 

@@ -4,9 +4,11 @@ Every operation is one round trip: a call to a server-side function that runs
 the whole operation in one transaction, serialized per session by a lock on the
 session's row (see ``postgres/sql/``). The sync face uses
 :class:`psycopg_pool.ConnectionPool`, the async face
-:class:`psycopg_pool.AsyncConnectionPool`; they share every statement, argument
-encoding and result parser (:mod:`~memvault.backends.postgres.calls`) and
-differ only in how they execute.
+:class:`psycopg_pool.AsyncConnectionPool`; they share every operation, written
+without I/O as generators of statements with their arguments and result parsers
+(:mod:`~memvault.backends.postgres.calls`, run by
+:class:`~memvault.backends.driven.Driven`), and differ only in how a statement is
+sent.
 
 URL and options::
 
@@ -65,7 +67,8 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from memvault.backends.base import AsyncBackend, Backend, Match, Stored, Write
+from memvault.backends.base import AsyncBackend, Backend, Match
+from memvault.backends.driven import AsyncDriven, Driven, Op
 from memvault.backends.postgres.calls import Call, Calls, failure, reason_of
 from memvault.backends.postgres.migrations import (
     DEFAULT_SCHEMA,
@@ -83,17 +86,9 @@ from memvault.backends.url import (
     redact,
 )
 from memvault.errors import BackendUnavailableError, ConfigurationError, MemvaultError
-from memvault.messages import Record
 from memvault.model import (
-    COMPACT_BATCH,
-    CompactStats,
-    Event,
-    Progress,
-    SessionInfo,
-    Snapshot,
     check_seconds,
 )
-from memvault.paging import Listed, PageQuery
 from memvault.sansio import drive, drive_async
 
 __all__ = [
@@ -294,12 +289,14 @@ def _pool_args(s: PostgresSettings) -> dict[str, Any]:
 _PARENTS: list[Any] = []  # a fork's child: the parent's pools (_own_pool)
 
 
-class PostgresBackend:
+class PostgresBackend(Driven):
     """The synchronous face: a :class:`psycopg_pool.ConnectionPool`, safe across threads."""
+
+    _ops: Calls
 
     def __init__(self, s: PostgresSettings) -> None:
         self.settings = s
-        self._calls = Calls(s.schema)
+        self._ops = Calls(s.schema)
         _migrate(s, apply=s.migrate)
         self._pool = ConnectionPool(s.conninfo, open=True, **_pool_args(s))
         self._pid = os.getpid()
@@ -318,9 +315,12 @@ class PostgresBackend:
         self._pid = os.getpid()
         return self._pool
 
-    def _run(self, call: Call[T]) -> T:
+    def _run(self, operation: Op[T]) -> T:
         if self._pid != os.getpid():
             self._own_pool().open()
+        return drive(operation, self._send)
+
+    def _send(self, call: Call[T]) -> T:
         lost = False
         try:
             with self._pool.connection() as conn:
@@ -336,87 +336,6 @@ class PostgresBackend:
             if lost:  # the server went away: drop the pool's other dead connections too,
                 self._pool.check()  # so that the caller's retry gets a live one
 
-    def vector_space(self) -> str | None:
-        return self._run(self._calls.vector_space())
-
-    def set_vector_space(self, space: str, reset: bool) -> None:
-        self._run(self._calls.set_vector_space(space, reset))
-
-    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
-        return self._run(self._calls.get_vectors(keys))
-
-    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
-        self._run(self._calls.put_vectors(items))
-
-    def vector_keys(self) -> list[str]:
-        return self._run(self._calls.vector_keys())
-
-    def drop_vectors(self, keys: Sequence[str]) -> None:
-        self._run(self._calls.drop_vectors(keys))
-
-    def node_bodies(self, session_id: str, now: float) -> list[str]:
-        return self._run(self._calls.node_bodies(session_id, now))
-
-    # One line per protocol method, like RedisBackend's: each hands its call to _run.
-    # Alike in shape only.
-    def append(
-        self,
-        session_id: str,
-        records: Sequence[Record],
-        expect_version: int | None,
-        expect_message: str | None,
-        w: Write,
-    ) -> int:
-        return self._run(self._calls.append(session_id, records, expect_version, expect_message, w))
-
-    def history(
-        self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> list[Stored]:
-        return self._run(self._calls.history(session_id, last, now, full))
-
-    def summarize(
-        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
-    ) -> int:
-        return self._run(self._calls.summarize(session_id, record, through, expect_version, w))
-
-    def chain(
-        self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> list[Stored] | None:
-        return self._run(self._calls.chain(session_id, head, base, last, now))
-
-    def info(self, session_id: str, now: float) -> SessionInfo | None:
-        return self._run(self._calls.info(session_id, now))
-
-    def pop(self, session_id: str, w: Write) -> Stored | None:
-        return self._run(self._calls.pop(session_id, w))
-
-    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
-        return self._run(self._calls.trim(session_id, keep_last, op, w))
-
-    def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return self._run(self._calls.snapshot(session_id, name, w))
-
-    def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
-        return self._run(self._calls.snapshots(session_id, now))
-
-    def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return self._run(self._calls.rollback(session_id, name, w))
-
-    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
-        return self._run(self._calls.fork(session_id, new_id, at, w))
-
-    def log(self, session_id: str, now: float) -> list[Event]:
-        return self._run(self._calls.log(session_id, now))
-
-    def delete(self, session_id: str, now: float) -> bool:
-        return self._run(self._calls.delete(session_id, now))
-
-    def sessions(self, now: float) -> list[str]:
-        return self._run(self._calls.sessions(now))
-
-    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
-        return self._run(self._calls.sessions_page(query, now))
-
     def search(
         self,
         session_ids: Sequence[str] | None,
@@ -425,16 +344,7 @@ class PostgresBackend:
         include_hidden: bool,
         now: float,
     ) -> list[Match]:
-        return drive(self._calls.search(session_ids, terms, k, include_hidden, now), self._run)
-
-    def compact(
-        self,
-        keep_events: int | None,
-        now: float,
-        batch: int = COMPACT_BATCH,
-        progress: Progress | None = None,
-    ) -> CompactStats:
-        return drive(self._calls.compact(keep_events, now, batch, progress), self._run)
+        return self._run(self._ops.search(session_ids, terms, k, include_hidden, now))
 
     def close(self) -> None:
         if self._pid != os.getpid():
@@ -442,13 +352,15 @@ class PostgresBackend:
         self._pool.close()
 
 
-class AsyncPostgresBackend:
+class AsyncPostgresBackend(AsyncDriven):
     """The asyncio face: an :class:`psycopg_pool.AsyncConnectionPool`, opened (and the
     schema checked or migrated) on the first operation."""
 
+    _ops: Calls
+
     def __init__(self, s: PostgresSettings) -> None:
         self.settings = s
-        self._calls = Calls(s.schema)
+        self._ops = Calls(s.schema)
         self._pool = AsyncConnectionPool(s.conninfo, open=False, **_pool_args(s))
         self._opening = asyncio.Lock()
         self._open = False
@@ -476,11 +388,14 @@ class AsyncPostgresBackend:
         )
         self._opening, self._open, self._pid = asyncio.Lock(), False, os.getpid()
 
-    async def _run(self, call: Call[T]) -> T:
+    async def _run(self, operation: Op[T]) -> T:
         if self._pid != os.getpid():
             self._own_pool()
         if not self._open:
             await self._start()
+        return await drive_async(operation, self._send)
+
+    async def _send(self, call: Call[T]) -> T:
         lost = False
         try:
             async with self._pool.connection() as conn:
@@ -494,91 +409,8 @@ class AsyncPostgresBackend:
         except (PoolTimeout, PoolClosed) as exc:
             raise _pool_failure(exc, self.settings) from exc
         finally:
-            if lost:  # as in PostgresBackend._run
+            if lost:  # as in PostgresBackend._send
                 await self._pool.check()
-
-    async def vector_space(self) -> str | None:
-        return await self._run(self._calls.vector_space())
-
-    async def set_vector_space(self, space: str, reset: bool) -> None:
-        await self._run(self._calls.set_vector_space(space, reset))
-
-    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
-        return await self._run(self._calls.get_vectors(keys))
-
-    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
-        await self._run(self._calls.put_vectors(items))
-
-    async def vector_keys(self) -> list[str]:
-        return await self._run(self._calls.vector_keys())
-
-    async def drop_vectors(self, keys: Sequence[str]) -> None:
-        await self._run(self._calls.drop_vectors(keys))
-
-    async def node_bodies(self, session_id: str, now: float) -> list[str]:
-        return await self._run(self._calls.node_bodies(session_id, now))
-
-    async def append(
-        self,
-        session_id: str,
-        records: Sequence[Record],
-        expect_version: int | None,
-        expect_message: str | None,
-        w: Write,
-    ) -> int:
-        return await self._run(
-            self._calls.append(session_id, records, expect_version, expect_message, w)
-        )
-
-    async def history(
-        self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> list[Stored]:
-        return await self._run(self._calls.history(session_id, last, now, full))
-
-    async def summarize(
-        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
-    ) -> int:
-        return await self._run(
-            self._calls.summarize(session_id, record, through, expect_version, w)
-        )
-
-    async def chain(
-        self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> list[Stored] | None:
-        return await self._run(self._calls.chain(session_id, head, base, last, now))
-
-    async def info(self, session_id: str, now: float) -> SessionInfo | None:
-        return await self._run(self._calls.info(session_id, now))
-
-    async def pop(self, session_id: str, w: Write) -> Stored | None:
-        return await self._run(self._calls.pop(session_id, w))
-
-    async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
-        return await self._run(self._calls.trim(session_id, keep_last, op, w))
-
-    async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return await self._run(self._calls.snapshot(session_id, name, w))
-
-    async def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
-        return await self._run(self._calls.snapshots(session_id, now))
-
-    async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return await self._run(self._calls.rollback(session_id, name, w))
-
-    async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
-        return await self._run(self._calls.fork(session_id, new_id, at, w))
-
-    async def log(self, session_id: str, now: float) -> list[Event]:
-        return await self._run(self._calls.log(session_id, now))
-
-    async def delete(self, session_id: str, now: float) -> bool:
-        return await self._run(self._calls.delete(session_id, now))
-
-    async def sessions(self, now: float) -> list[str]:
-        return await self._run(self._calls.sessions(now))
-
-    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
-        return await self._run(self._calls.sessions_page(query, now))
 
     async def search(
         self,
@@ -588,18 +420,7 @@ class AsyncPostgresBackend:
         include_hidden: bool,
         now: float,
     ) -> list[Match]:
-        return await drive_async(
-            self._calls.search(session_ids, terms, k, include_hidden, now), self._run
-        )
-
-    async def compact(
-        self,
-        keep_events: int | None,
-        now: float,
-        batch: int = COMPACT_BATCH,
-        progress: Progress | None = None,
-    ) -> CompactStats:
-        return await drive_async(self._calls.compact(keep_events, now, batch, progress), self._run)
+        return await self._run(self._ops.search(session_ids, terms, k, include_hidden, now))
 
     async def close(self) -> None:
         if self._pid != os.getpid():

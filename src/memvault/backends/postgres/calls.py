@@ -1,10 +1,14 @@
 """The PostgreSQL backend's operations, without I/O: shared by the sync and async faces.
 
-Each operation is one :class:`Call`: the statement (``SELECT * FROM
-<schema>.<function>(...)``, one round trip), its arguments, how its rows become
-the protocol's result, and how its domain errors (custom SQLSTATEs raised by the
-server-side functions) become memvault's, with the engine's exact messages.
-:func:`failure` classifies every other driver error.
+Each operation is a generator, as Redis's are (:mod:`memvault.backends.redis.ops`,
+run by :mod:`memvault.sansio`): it yields :class:`Call` requests, each one statement
+(``SELECT * FROM <schema>.<function>(...)``, one round trip) with its arguments,
+how its rows become the reply, and how its domain errors (custom SQLSTATEs raised
+by the server-side functions) become memvault's, with the engine's exact messages;
+it is sent each call's parsed reply and returns the protocol's result. Every
+operation but ``search`` and ``compact`` is one call. :func:`failure` classifies
+every other driver error. The backend (:mod:`memvault.backends.postgres.backend`)
+only sends calls.
 
 Strings that may hold NUL (session ids, snapshot names, message ids, writer
 labels) travel and are stored as their UTF-8 bytes (``bytea``), so any string
@@ -48,6 +52,8 @@ from memvault.words import body_words
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
+Op = Operation["Call[Any] | Callback", T]
+"""An operation: run by :func:`memvault.sansio.drive` (or ``drive_async``)."""
 Refuse = Callable[[str, str], MemvaultError | None]
 
 # Each function's argument types, in order (the casts pin the overload and NULL types).
@@ -163,6 +169,12 @@ class Call(Generic[T]):
     checked: bool = False
 
 
+def _one(call: Call[T]) -> Op[T]:
+    """The operation of one call: its reply is the result."""
+    result: T = yield call
+    return result
+
+
 def _utf8(text: str) -> bytes:
     return text.encode("utf-8")
 
@@ -261,7 +273,8 @@ def _listed(rows: Rows) -> list[Listed]:
 
 
 class Calls:
-    """Builds the :class:`Call` of each operation for one schema.
+    """The backend protocol's operations on one schema, each a generator of
+    :class:`Call` requests.
 
     Args:
         schema: a name that passed :func:`~memvault.backends.postgres.migrations.check_schema`.
@@ -291,33 +304,34 @@ class Calls:
         keys, vecs = [k for k, _ in items], [v for _, v in items]
         return replace(call, sql=self._sql[f"{call.op}+vectors"], params=(keys, vecs, *call.params))
 
-    def vector_space(self) -> Call[str | None]:
-        return self._call("vector_space", (), _scalar, write=False)
+    def vector_space(self) -> Op[str | None]:
+        return _one(self._call("vector_space", (), _scalar, write=False))
 
-    def set_vector_space(self, space: str, reset: bool) -> Call[None]:
-        return self._call("set_vector_space", (space, reset), _ignore, write=True)
+    def set_vector_space(self, space: str, reset: bool) -> Op[None]:
+        return _one(self._call("set_vector_space", (space, reset), _ignore, write=True))
 
-    def get_vectors(self, keys: Sequence[str]) -> Call[dict[str, bytes]]:
-        return self._call(
-            "get_vectors",
-            (list(keys),),
-            lambda rows: {r[0]: bytes(r[1]) for r in rows},
-            write=False,
+    def get_vectors(self, keys: Sequence[str]) -> Op[dict[str, bytes]]:
+        return _one(
+            self._call(
+                "get_vectors",
+                (list(keys),),
+                lambda rows: {r[0]: bytes(r[1]) for r in rows},
+                write=False,
+            )
         )
 
-    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Call[None]:
-        return self._call(
-            "put_vectors", ([k for k, _ in items], [v for _, v in items]), _ignore, write=True
-        )
+    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> Op[None]:
+        keys, vectors = [k for k, _ in items], [v for _, v in items]
+        return _one(self._call("put_vectors", (keys, vectors), _ignore, write=True))
 
-    def vector_keys(self) -> Call[list[str]]:
-        return self._call("vector_keys", (), _column, write=False)
+    def vector_keys(self) -> Op[list[str]]:
+        return _one(self._call("vector_keys", (), _column, write=False))
 
-    def drop_vectors(self, keys: Sequence[str]) -> Call[None]:
-        return self._call("drop_vectors", (list(keys),), _ignore, write=True)
+    def drop_vectors(self, keys: Sequence[str]) -> Op[None]:
+        return _one(self._call("drop_vectors", (list(keys),), _ignore, write=True))
 
-    def node_bodies(self, session_id: str, now: float) -> Call[list[str]]:
-        return self._call("node_bodies", (_utf8(session_id), now), _column, write=False)
+    def node_bodies(self, session_id: str, now: float) -> Op[list[str]]:
+        return _one(self._call("node_bodies", (_utf8(session_id), now), _column, write=False))
 
     def _call(
         self,
@@ -341,7 +355,7 @@ class Calls:
         expect_version: int | None,
         expect_message: str | None,
         w: Write,
-    ) -> Call[int]:
+    ) -> Op[int]:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == DUPLICATE_IDS:
                 count, example = detail.split(" ")
@@ -372,22 +386,24 @@ class Calls:
                 write=True,
                 refuse=refuse,
             )
-        return self._with_vectors(call, records)
+        return _one(self._with_vectors(call, records))
 
     def history(
         self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> Call[list[Stored]]:
-        return self._call(
-            "full_history" if full else "history",
-            (_utf8(session_id), last, now),
-            _stored,
-            write=False,
-            refuse=_damage(session_id),
+    ) -> Op[list[Stored]]:
+        return _one(
+            self._call(
+                "full_history" if full else "history",
+                (_utf8(session_id), last, now),
+                _stored,
+                write=False,
+                refuse=_damage(session_id),
+            )
         )
 
     def summarize(
         self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
-    ) -> Call[int]:
+    ) -> Op[int]:
         through_errors = {
             THROUGH_UNKNOWN: errors.unknown_through,
             THROUGH_HIDDEN: errors.hidden_through,
@@ -411,28 +427,21 @@ class Calls:
             expect_version,
             *self._write(w),
         )
-        return self._with_vectors(
-            self._call(
-                "summarize", params, _scalar, write=True, refuse=_damage(session_id, refuse)
-            ),
-            [record],
+        call = self._call(
+            "summarize", params, _scalar, write=True, refuse=_damage(session_id, refuse)
         )
+        return _one(self._with_vectors(call, [record]))
 
     def chain(
         self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> Call[list[Stored] | None]:
+    ) -> Op[list[Stored] | None]:
         def parse(rows: Rows) -> list[Stored] | None:
             return None if rows and rows[0][0] is None else _stored(rows)  # (NULL, NULL)
 
-        return self._call(
-            "chain",
-            (_utf8(session_id), head, base, last, now),
-            parse,
-            write=False,
-            refuse=_damage(session_id),
-        )
+        params = (_utf8(session_id), head, base, last, now)
+        return _one(self._call("chain", params, parse, write=False, refuse=_damage(session_id)))
 
-    def info(self, session_id: str, now: float) -> Call[SessionInfo | None]:
+    def info(self, session_id: str, now: float) -> Op[SessionInfo | None]:
         def parse(rows: Rows) -> SessionInfo | None:
             if not rows:
                 return None
@@ -447,9 +456,9 @@ class Calls:
                 *summarized,
             )
 
-        return self._call("info", (_utf8(session_id), now), parse, write=False)
+        return _one(self._call("info", (_utf8(session_id), now), parse, write=False))
 
-    def pop(self, session_id: str, w: Write) -> Call[Stored | None]:
+    def pop(self, session_id: str, w: Write) -> Op[Stored | None]:
         """Decoded before the commit: a pop whose message cannot be returned changes
         nothing (a retry would pop a second message)."""
 
@@ -459,20 +468,18 @@ class Calls:
             decode_message(session_id, rows[0][0], rows[0][1])
             return rows[0][0], rows[0][1]
 
-        return replace(
-            self._call(
-                "pop",
-                (_utf8(session_id), *self._write(w)),
-                parse,
-                write=True,
-                refuse=_damage(session_id),
-            ),
-            checked=True,
+        call = self._call(
+            "pop",
+            (_utf8(session_id), *self._write(w)),
+            parse,
+            write=True,
+            refuse=_damage(session_id),
         )
+        return _one(replace(call, checked=True))
 
-    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Call[int]:
+    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> Op[int]:
         params = (_utf8(session_id), keep_last, op, *self._write(w))
-        return self._call("trim", params, _scalar, write=True)
+        return _one(self._call("trim", params, _scalar, write=True))
 
     def _named(
         self,
@@ -482,39 +489,43 @@ class Calls:
         w: Write,
         state: str,
         error: Callable[[str, str], MemvaultError],
-    ) -> Call[Snapshot]:
+    ) -> Op[Snapshot]:
         """snapshot and rollback: a write naming a snapshot, returning one, refusing once."""
 
         def refuse(got: str, detail: str) -> MemvaultError | None:
             return error(session_id, name) if got == state else None
 
         params = (_utf8(session_id), _utf8(name), *self._write(w))
-        return self._call(
-            op,
-            params,
-            lambda rows: _snapshot(session_id, rows[0]),
-            write=True,
-            refuse=_damage(session_id, refuse),
+        return _one(
+            self._call(
+                op,
+                params,
+                lambda rows: _snapshot(session_id, rows[0]),
+                write=True,
+                refuse=_damage(session_id, refuse),
+            )
         )
 
-    def snapshot(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
+    def snapshot(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
         return self._named("snapshot", session_id, name, w, SNAPSHOT_EXISTS, errors.snapshot_exists)
 
-    def snapshots(self, session_id: str, now: float) -> Call[list[Snapshot]]:
-        return self._call(
-            "snapshots",
-            (_utf8(session_id), now),
-            lambda rows: [_snapshot(session_id, r) for r in rows],
-            write=False,
-            refuse=_damage(session_id),
+    def snapshots(self, session_id: str, now: float) -> Op[list[Snapshot]]:
+        return _one(
+            self._call(
+                "snapshots",
+                (_utf8(session_id), now),
+                lambda rows: [_snapshot(session_id, r) for r in rows],
+                write=False,
+                refuse=_damage(session_id),
+            )
         )
 
-    def rollback(self, session_id: str, name: str, w: Write) -> Call[Snapshot]:
+    def rollback(self, session_id: str, name: str, w: Write) -> Op[Snapshot]:
         return self._named(
             "rollback", session_id, name, w, SNAPSHOT_MISSING, errors.snapshot_missing
         )
 
-    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Call[None]:
+    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> Op[None]:
         def refuse(state: str, detail: str) -> MemvaultError | None:
             if state == SESSION_EXISTS:
                 return errors.session_exists(new_id)
@@ -523,23 +534,22 @@ class Calls:
             return None
 
         params = (_utf8(session_id), _utf8(new_id), _optional_utf8(at), *self._write(w))
-        return self._call("fork", params, _ignore, write=True, refuse=_damage(session_id, refuse))
+        call = self._call("fork", params, _ignore, write=True, refuse=_damage(session_id, refuse))
+        return _one(call)
 
-    def log(self, session_id: str, now: float) -> Call[list[Event]]:
-        return self._call(
-            "log",
-            (_utf8(session_id), now),
-            lambda rows: [_event(session_id, r) for r in rows],
-            write=False,
-        )
+    def log(self, session_id: str, now: float) -> Op[list[Event]]:
+        def parse(rows: Rows) -> list[Event]:
+            return [_event(session_id, r) for r in rows]
 
-    def delete(self, session_id: str, now: float) -> Call[bool]:
-        return self._call("delete", (_utf8(session_id), now), _scalar, write=True)
+        return _one(self._call("log", (_utf8(session_id), now), parse, write=False))
 
-    def sessions(self, now: float) -> Call[list[str]]:
-        return self._call("sessions", (now,), _names, write=False)
+    def delete(self, session_id: str, now: float) -> Op[bool]:
+        return _one(self._call("delete", (_utf8(session_id), now), _scalar, write=True))
 
-    def sessions_page(self, query: PageQuery, now: float) -> Call[list[Listed]]:
+    def sessions(self, now: float) -> Op[list[str]]:
+        return _one(self._call("sessions", (now,), _names, write=False))
+
+    def sessions_page(self, query: PageQuery, now: float) -> Op[list[Listed]]:
         after_key, after = query.after if query.after else (None, None)
         params = (
             query.order,
@@ -550,7 +560,7 @@ class Calls:
             query.limit,
             now,
         )
-        return self._call("sessions_page", params, _listed, write=False)
+        return _one(self._call("sessions_page", params, _listed, write=False))
 
     def search(
         self,
@@ -559,7 +569,7 @@ class Calls:
         k: int,
         include_hidden: bool,
         now: float,
-    ) -> Operation[Call[Any], list[Match]]:
+    ) -> Op[list[Match]]:
         """Index the nodes appended since the last search (batches of
         ``SEARCH_BATCH``, each one call, the words counted here), then search (one
         call): an idle index costs one round trip more than the search."""
@@ -581,7 +591,7 @@ class Calls:
 
     def compact(
         self, keep_events: int | None, now: float, batch: int, progress: Progress | None
-    ) -> Operation[Call[Any] | Callback, CompactStats]:
+    ) -> Op[CompactStats]:
         """Steps of at most ``batch`` sessions, each one call (its own transaction),
         over the sessions stored when it began; ``progress`` after each."""
         total, until = yield self._call("compact_plan", (), _row, write=False)

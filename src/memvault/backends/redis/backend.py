@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, unquote_plus, urlsplit
@@ -60,7 +60,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from memvault.backends.base import AsyncBackend, Backend, Stored, Write
+from memvault.backends.base import AsyncBackend, Backend
+from memvault.backends.driven import AsyncDriven, Driven, Op
 from memvault.backends.redis import wait as redis_wait
 from memvault.backends.redis.ops import (
     FETCH_FIELDS,
@@ -70,7 +71,6 @@ from memvault.backends.redis.ops import (
     Command,
     Eval,
     Layout,
-    Op,
     Operations,
     Request,
     Scan,
@@ -82,17 +82,9 @@ from memvault.errors import (
     ConfigurationError,
     OutcomeUnknownError,
 )
-from memvault.messages import Record
 from memvault.model import (
-    COMPACT_BATCH,
-    CompactStats,
-    Event,
-    Progress,
-    SessionInfo,
-    Snapshot,
     check_seconds,
 )
-from memvault.paging import Listed, PageQuery
 from memvault.sansio import drive, drive_async
 
 T = TypeVar("T")
@@ -375,8 +367,10 @@ class _NodePipeline:
         return await self._node.execute_command("SCRIPT", "LOAD", text)
 
 
-class RedisBackend:
+class RedisBackend(Driven):
     """The synchronous backend: one redis-py client (thread-safe, pooled)."""
+
+    _ops: Operations
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
@@ -440,96 +434,6 @@ class RedisBackend:
             raise BackendUnavailableError("the store is closed")
         return drive(op, self._send)
 
-    def vector_space(self) -> str | None:
-        return self._run(self._ops.vector_space())
-
-    def set_vector_space(self, space: str, reset: bool) -> None:
-        self._run(self._ops.set_vector_space(space, reset))
-
-    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
-        return self._run(self._ops.get_vectors(keys))
-
-    def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
-        self._run(self._ops.put_vectors(items))
-
-    def vector_keys(self) -> list[str]:
-        return self._run(self._ops.vector_keys())
-
-    def drop_vectors(self, keys: Sequence[str]) -> None:
-        self._run(self._ops.drop_vectors(keys))
-
-    def node_bodies(self, session_id: str, now: float) -> list[str]:
-        return self._run(self._ops.node_bodies(session_id, now))
-
-    # One line per protocol method, like PostgresBackend's: each hands its sans-I/O
-    # operation to _run. Alike in shape only.
-    def append(
-        self,
-        session_id: str,
-        records: Sequence[Record],
-        expect_version: int | None,
-        expect_message: str | None,
-        w: Write,
-    ) -> int:
-        return self._run(self._ops.append(session_id, records, expect_version, expect_message, w))
-
-    def history(
-        self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> list[Stored]:
-        return self._run(self._ops.history(session_id, last, now, full))
-
-    def summarize(
-        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
-    ) -> int:
-        return self._run(self._ops.summarize(session_id, record, through, expect_version, w))
-
-    def chain(
-        self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> list[Stored] | None:
-        return self._run(self._ops.chain(session_id, head, base, last, now))
-
-    def info(self, session_id: str, now: float) -> SessionInfo | None:
-        return self._run(self._ops.info(session_id, now))
-
-    def pop(self, session_id: str, w: Write) -> Stored | None:
-        return self._run(self._ops.pop(session_id, w))
-
-    def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
-        return self._run(self._ops.trim(session_id, keep_last, op, w))
-
-    def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return self._run(self._ops.snapshot(session_id, name, w))
-
-    def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
-        return self._run(self._ops.snapshots(session_id, now))
-
-    def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return self._run(self._ops.rollback(session_id, name, w))
-
-    def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
-        return self._run(self._ops.fork(session_id, new_id, at, w))
-
-    def log(self, session_id: str, now: float) -> list[Event]:
-        return self._run(self._ops.log(session_id, now))
-
-    def delete(self, session_id: str, now: float) -> bool:
-        return self._run(self._ops.delete(session_id, now))
-
-    def sessions(self, now: float) -> list[str]:
-        return self._run(self._ops.sessions(now))
-
-    def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
-        return self._run(self._ops.sessions_page(query, now))
-
-    def compact(
-        self,
-        keep_events: int | None,
-        now: float,
-        batch: int = COMPACT_BATCH,
-        progress: Progress | None = None,
-    ) -> CompactStats:
-        return self._run(self._ops.compact(keep_events, now, batch, progress))
-
     def close(self) -> None:
         self._closed = True
         self._client.close()
@@ -538,8 +442,10 @@ class RedisBackend:
 _PARENTS: list[Any] = []  # a fork's child: the parent's async clients (_own_client)
 
 
-class AsyncRedisBackend:
+class AsyncRedisBackend(AsyncDriven):
     """The asynchronous backend: one ``redis.asyncio`` client, used from one event loop."""
+
+    _ops: Operations
 
     def __init__(self, config: RedisSettings) -> None:
         self._shown, self._wait = config.shown, config.wait
@@ -615,96 +521,6 @@ class AsyncRedisBackend:
         if self._pid != os.getpid():
             self._own_client()
         return await drive_async(op, self._send)
-
-    async def vector_space(self) -> str | None:
-        return await self._run(self._ops.vector_space())
-
-    async def set_vector_space(self, space: str, reset: bool) -> None:
-        await self._run(self._ops.set_vector_space(space, reset))
-
-    async def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
-        return await self._run(self._ops.get_vectors(keys))
-
-    async def put_vectors(self, items: Sequence[tuple[str, bytes]]) -> None:
-        await self._run(self._ops.put_vectors(items))
-
-    async def vector_keys(self) -> list[str]:
-        return await self._run(self._ops.vector_keys())
-
-    async def drop_vectors(self, keys: Sequence[str]) -> None:
-        await self._run(self._ops.drop_vectors(keys))
-
-    async def node_bodies(self, session_id: str, now: float) -> list[str]:
-        return await self._run(self._ops.node_bodies(session_id, now))
-
-    async def append(
-        self,
-        session_id: str,
-        records: Sequence[Record],
-        expect_version: int | None,
-        expect_message: str | None,
-        w: Write,
-    ) -> int:
-        return await self._run(
-            self._ops.append(session_id, records, expect_version, expect_message, w)
-        )
-
-    async def history(
-        self, session_id: str, last: int | None, now: float, full: bool = False
-    ) -> list[Stored]:
-        return await self._run(self._ops.history(session_id, last, now, full))
-
-    async def summarize(
-        self, session_id: str, record: Record, through: str, expect_version: int | None, w: Write
-    ) -> int:
-        return await self._run(self._ops.summarize(session_id, record, through, expect_version, w))
-
-    async def chain(
-        self, session_id: str, head: int, base: int, last: int | None, now: float
-    ) -> list[Stored] | None:
-        return await self._run(self._ops.chain(session_id, head, base, last, now))
-
-    async def info(self, session_id: str, now: float) -> SessionInfo | None:
-        return await self._run(self._ops.info(session_id, now))
-
-    async def pop(self, session_id: str, w: Write) -> Stored | None:
-        return await self._run(self._ops.pop(session_id, w))
-
-    async def trim(self, session_id: str, keep_last: int, op: str, w: Write) -> int:
-        return await self._run(self._ops.trim(session_id, keep_last, op, w))
-
-    async def snapshot(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return await self._run(self._ops.snapshot(session_id, name, w))
-
-    async def snapshots(self, session_id: str, now: float) -> list[Snapshot]:
-        return await self._run(self._ops.snapshots(session_id, now))
-
-    async def rollback(self, session_id: str, name: str, w: Write) -> Snapshot:
-        return await self._run(self._ops.rollback(session_id, name, w))
-
-    async def fork(self, session_id: str, new_id: str, at: str | None, w: Write) -> None:
-        return await self._run(self._ops.fork(session_id, new_id, at, w))
-
-    async def log(self, session_id: str, now: float) -> list[Event]:
-        return await self._run(self._ops.log(session_id, now))
-
-    async def delete(self, session_id: str, now: float) -> bool:
-        return await self._run(self._ops.delete(session_id, now))
-
-    async def sessions(self, now: float) -> list[str]:
-        return await self._run(self._ops.sessions(now))
-
-    async def sessions_page(self, query: PageQuery, now: float) -> list[Listed]:
-        return await self._run(self._ops.sessions_page(query, now))
-
-    async def compact(
-        self,
-        keep_events: int | None,
-        now: float,
-        batch: int = COMPACT_BATCH,
-        progress: Progress | None = None,
-    ) -> CompactStats:
-        return await self._run(self._ops.compact(keep_events, now, batch, progress))
 
     async def close(self) -> None:
         self._closed = True

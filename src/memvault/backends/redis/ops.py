@@ -1,13 +1,16 @@
 """The Redis backend's logic, without I/O: key layout, scripts, arguments, replies.
 
-Each operation is a generator that yields :class:`Eval` / :class:`Scan` /
-:class:`Fetch` requests and receives their raw replies; the sync and async
-clients in :mod:`memvault.backends.redis.backend` only send requests. Every operation on
-a session is one :class:`Eval` of a Lua script (``redis/lua/*.lua``): atomic, one
-round trip. ``fork`` reads the source in one script and writes the new session in
-another, because on a cluster the two sessions may live on different nodes; ``pop``
-reads its message and decodes it before the script that pops it;
-``sessions`` and ``compact`` scan the key space. ``sessions_page`` reads an index of
+Each operation is a generator that yields requests and receives their raw replies:
+:class:`Eval` (a script on one session's keys), :class:`Batch` (several, pipelined),
+:class:`Afterward` (an Eval whose failure is not the caller's), :class:`Scan` (the
+key space), :class:`Fetch` (fields of many keys, pipelined) and :class:`Command` (one
+plain command); the sync and async clients in :mod:`memvault.backends.redis.backend`
+only send requests. Every operation on a session is one :class:`Eval` of a Lua
+script (``redis/lua/*.lua``: ``read``, ``write``, ``index`` and, on a cluster,
+``hint``): atomic, one round trip. ``fork`` reads the source in one script and
+writes the new session in another, because on a cluster the two sessions may live
+on different nodes; ``pop`` reads its message and decodes it before the script that
+pops it; ``sessions`` and ``compact`` scan the key space. ``sessions_page`` reads an index of
 sessions (sorted sets, one per order): on a single server the write script keeps it
 in the same step; on a cluster a second script keeps it after each write, and pages
 settle what a writer left undone (docs/redis.md, "Listing sessions").

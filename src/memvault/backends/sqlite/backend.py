@@ -3,14 +3,15 @@
 WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so writers from any
 number of threads and processes are serialized by SQLite's own lock (waiting up to
 ``busy_timeout``); the threads of one process queue for it at the file's write gate
-first (``sqlite_connections.WriteGate``), so SQLite's busy handler, which polls,
-only ever waits for other processes. Reads run in a deferred transaction: one consistent snapshot.
-Each thread gets its own connection; when the thread ends, the next new thread gets it
-(a few are kept idle; others are closed), and a fork's child closes its copies of the
-parent's and opens its own (``sqlite_connections``). The schema version lives in
+first (:class:`~memvault.backends.sqlite.connections.WriteGate`), so SQLite's busy
+handler, which polls, only ever waits for other processes. Reads run in a deferred
+transaction: one consistent snapshot. Each thread gets its own connection; when the
+thread ends, the next new thread gets it (a few are kept idle; others are closed),
+and a fork's child closes its copies of the parent's and opens its own
+(:mod:`~memvault.backends.sqlite.connections`). The schema version lives in
 ``PRAGMA user_version``; a file written by a newer memvault is refused
-(``sqlite_schema``: the file's layout and its upgrades; ``sqlite_txn``: the engine's
-primitives in a transaction).
+(:mod:`~memvault.backends.sqlite.schema`: the file's layout and its upgrades;
+:mod:`~memvault.backends.sqlite.txn`: the engine's primitives in a transaction).
 
 Durability: ``durability="full"`` (default) fsyncs the WAL on every commit, so an
 acknowledged write survives power loss; ``"normal"`` survives a process crash
@@ -141,8 +142,8 @@ class SqliteBackend(IndexedEngine):
         return db
 
     def forked(self) -> None:
-        """In a fork's child, before anything else runs there (:func:`~memvault.
-        backends.sqlite_connections.watch`)."""
+        """In a fork's child, before anything else runs there
+        (:func:`~memvault.backends.sqlite.connections.watch`)."""
         self._connections.forked()
         self._local = threading.local()  # the forking thread's connection was a copy
         self._gate = self._write_gate()  # the parent's may be held by another thread

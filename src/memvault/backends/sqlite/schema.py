@@ -83,7 +83,7 @@ MIGRATIONS = {
     CREATE INDEX sessions_by_updated ON sessions (updated_at, name);
     CREATE INDEX sessions_by_expires ON sessions (expires_key, name);
     """,
-    # Search: an FTS5 index of every node's words (memvault.search.body_words, joined
+    # Search: an FTS5 index of every node's words (memvault.words.body_words, joined
     # by spaces, so FTS5's tokenizer only splits them again), beside the chain and
     # filled from it by backfill. Its rowid names the node (rowid_of). detail=full:
     # bm25 over it measured twice as fast as over detail=column. An append only

@@ -260,7 +260,7 @@ class SqliteTxn:
         self._db = db
         self._cursor = cursor  # for the statements an append makes (SqliteBackend._connect)
         # lagging: the search index lags behind (a search could not index the
-        # pending messages), so matches ranks those itself (sqlite_lag), read once
+        # pending messages), so matches ranks those itself (lag.py), read once
         self._lagging = lagging
         self._lag: dict[int, Counter[str]] | None = None
         # each session's pending (the first node not in the search index, 0: none),
@@ -442,19 +442,7 @@ class SqliteTxn:
         return [Node(*r) for r in cur]
 
     def add_event(self, row: Row, event: Event) -> None:
-        e = event
-        self.log(
-            row,
-            e.version,
-            e.op,
-            e.writer,
-            e.at.timestamp(),
-            e.head_before,
-            e.base_before,
-            e.head_after,
-            e.base_after,
-            e.detail,
-        )
+        self.log(row, *event.fields())
 
     def log(
         self,
@@ -562,7 +550,7 @@ class SqliteTxn:
             if row is not None:
                 sql += " AND rowid BETWEEN ? AND ?"
                 args += span_of(row)
-            # Ties by rowid (session, then node), as sqlite_lag.ranked and PostgreSQL
+            # Ties by rowid (session, then node), as lag.ranked and PostgreSQL
             # order them; FTS5 leaves the order of equal scores undefined.
             found = (
                 (rowid, -score)

@@ -179,6 +179,14 @@ BENCHMARKS: list[Entry] = [
         ),
         needs=(POSTGRES,),
     ),
+    # MemvaultHistory against pydantic-ai's documented one-JSON-row storage and memvault
+    Entry(
+        "pydantic-ai",
+        "bench_pydantic_ai.py",
+        ("--calls", "20", "--warmup", "5", "--runs", "1", "--pg", "{pg_url}"),
+        ("--calls", "200", "--warmup", "30", "--runs", "3", "--pg", "{pg_url}"),
+        needs=(POSTGRES,),
+    ),
     Entry(
         "langgraph",
         "bench_langgraph.py",

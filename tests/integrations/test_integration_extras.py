@@ -17,6 +17,12 @@ from memvault import ConfigurationError
         ("memvault.integrations.openai_agents", "agents", "memvault[openai-agents]"),
         ("memvault.integrations.langchain", "langchain_core", "memvault[langchain]"),
         ("memvault.integrations.langgraph", "langgraph", "memvault[langgraph]"),
+        ("memvault.integrations.pydantic_ai", "pydantic_ai", "memvault[pydantic-ai]"),
+        (
+            "memvault.integrations.pydantic_ai_harness",
+            "pydantic_ai_harness",
+            "memvault[pydantic-ai-harness]",
+        ),
         ("memvault.integrations.mcp", "mcp", "memvault[mcp]"),
     ],
 )
@@ -36,7 +42,14 @@ def test_a_missing_framework_raises_configuration_error_naming_the_extra(
 def test_the_integrations_package_imports_without_any_framework(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for framework in ("agents", "langchain_core", "langgraph", "mcp"):
+    for framework in (
+        "agents",
+        "langchain_core",
+        "langgraph",
+        "mcp",
+        "pydantic_ai",
+        "pydantic_ai_harness",
+    ):
         monkeypatch.setitem(sys.modules, framework, None)
     monkeypatch.delitem(sys.modules, "memvault.integrations", raising=False)
     monkeypatch.delitem(sys.modules, "memvault.integrations._common", raising=False)

@@ -128,10 +128,12 @@ def assign_ids(keys: Sequence[str | None]) -> tuple[list[str], bool]:
 
 @dataclass(frozen=True)
 class Append:
-    """Plan step: append ``messages``. The plan receives the new version, or the
-    DuplicateMessageError the append raised (it re-raises what it does not expect)."""
+    """Plan step: append ``messages`` (compare-and-set on ``expect_version`` if given).
+    The plan receives the new version, or the DuplicateMessageError the append raised
+    (it re-raises what it does not expect); a ConflictError propagates."""
 
     messages: list[Message]
+    expect_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,22 @@ class Read:
     last: int | None
 
 
-Plan = Generator[Append | Read, Any, None]
+@dataclass(frozen=True)
+class Info:
+    """Plan step: the session's :class:`~memvault.SessionInfo` (None if it does not exist)."""
+
+
+@dataclass(frozen=True)
+class Summarize:
+    """Plan step: store ``summary`` standing for the messages through ``through``
+    (:meth:`memvault.Session.summarize`); the plan receives the new version."""
+
+    summary: Message
+    through: str
+
+
+Step = Append | Read | Info | Summarize
+Plan = Generator[Step, Any, Any]
 
 
 def add_plan(batch: list[Message], keyed: bool) -> Plan:
@@ -156,10 +173,15 @@ def add_plan(batch: list[Message], keyed: bool) -> Plan:
                 return  # a no-op repeating the newest objects: a retry
             if _holds_run((yield Read(None)), batch):
                 return  # appended, then other writers appended after it
-        batch = [m.model_copy(update={"id": new_message_id()}) for m in batch]
+        batch = fresh_ids(batch)
     outcome = yield Append(batch)
     if isinstance(outcome, DuplicateMessageError):
         raise outcome  # fresh ids cannot collide; never drop the batch silently
+
+
+def fresh_ids(batch: list[Message]) -> list[Message]:
+    """``batch`` under new memvault ids (for messages a pop, clear or rollback hid)."""
+    return [m.model_copy(update={"id": new_message_id()}) for m in batch]
 
 
 def _holds_run(visible: list[Message], batch: list[Message]) -> bool:
@@ -168,33 +190,36 @@ def _holds_run(visible: list[Message], batch: list[Message]) -> bool:
     return any(visible[start : start + n] == batch for start in range(len(visible) - n, -1, -1))
 
 
-def run_plan(session: Session, plan: Plan) -> None:
-    """Run a plan on a sync session."""
+def perform(session: Session | AsyncSession, step: Step) -> Any:
+    """Do ``step`` on a Session (the result) or an AsyncSession (an awaitable of it)."""
+    if isinstance(step, Read):
+        return session.history(step.last)
+    if isinstance(step, Info):
+        return session.info()
+    if isinstance(step, Summarize):
+        return session.summarize(step.summary, through=step.through)
+    return session.append(step.messages, expect_version=step.expect_version)
 
-    def perform(step: Append | Read) -> Any:
+
+def run_plan(session: Session, plan: Plan) -> Any:
+    """Run a plan on a sync session; returns what the plan returns."""
+
+    def step(request: Step) -> Any:
         try:
-            return (
-                session.history(step.last)
-                if isinstance(step, Read)
-                else session.append(step.messages)
-            )
+            return perform(session, request)
         except DuplicateMessageError as exc:
             return exc
 
-    drive(plan, perform)
+    return drive(plan, step)
 
 
-async def arun_plan(session: AsyncSession, plan: Plan) -> None:
+async def arun_plan(session: AsyncSession, plan: Plan) -> Any:
     """Run a plan on an async session; it never touches a sync store."""
 
-    async def perform(step: Append | Read) -> Any:
+    async def step(request: Step) -> Any:
         try:
-            return await (
-                session.history(step.last)
-                if isinstance(step, Read)
-                else session.append(step.messages)
-            )
+            return await perform(session, request)
         except DuplicateMessageError as exc:
             return exc
 
-    await drive_async(plan, perform)
+    return await drive_async(plan, step)

@@ -16,9 +16,9 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from memvault.aio import AsyncStore, open_async
+from memvault.aio import AsyncSession, AsyncStore, open_async
 from memvault.errors import ConfigurationError
-from memvault.store import Store
+from memvault.store import Session, Store
 from memvault.store import open as open_store
 
 T = TypeVar("T")
@@ -95,3 +95,39 @@ def checked(store: object, async_store: object) -> tuple[Store | None, AsyncStor
                 f"{name}= must be a memvault.{kind.__name__}, not {type(value).__name__}"
             )
     return store, async_store  # type: ignore[return-value]
+
+
+class OneSession:
+    """What an adapter on one memvault session holds: its sync face, its async face, or
+    both (LangChain's history, pydantic-ai's history)."""
+
+    _sync: Session | None
+    _async: AsyncSession | None
+
+    def _bind(self, session_id: str, store: object, async_store: object) -> str:
+        """Hold session ``session_id`` of the store(s) given; returns its checked id.
+
+        Raises:
+            ConfigurationError: neither store given, or one of the wrong kind.
+            InvalidMessageError: an invalid session id.
+        """
+        sync_store, async_ = checked(store, async_store)
+        self._sync = None if sync_store is None else sync_store.session(session_id)
+        self._async = None if async_ is None else async_.session(session_id)
+        return (self._sync or self._async).id  # type: ignore[union-attr]
+
+    @property
+    def session(self) -> Session:
+        """The sync memvault session: ``snapshot``, ``rollback``, ``log``, ``fork``, ..."""
+        if self._sync is None:
+            raise ConfigurationError(f"this {type(self).__name__} has no sync store: pass store=")
+        return self._sync
+
+    @property
+    def async_session(self) -> AsyncSession:
+        """The async memvault session."""
+        if self._async is None:
+            raise ConfigurationError(
+                f"this {type(self).__name__} has no async store: pass async_store="
+            )
+        return self._async

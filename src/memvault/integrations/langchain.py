@@ -50,8 +50,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from memvault.aio import AsyncSession, AsyncStore
-from memvault.errors import ConfigurationError, InvalidMessageError
+from memvault.aio import AsyncStore
+from memvault.errors import InvalidMessageError
 from memvault.integrations._common import (
     add_plan,
     arun_plan,
@@ -61,9 +61,9 @@ from memvault.integrations._common import (
     run_plan,
     text_of,
 )
-from memvault.integrations._opener import Opener, checked
+from memvault.integrations._opener import OneSession, Opener
 from memvault.messages import Message, ToolCall
-from memvault.store import Session, Store
+from memvault.store import Store
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -97,7 +97,7 @@ _ROLES = {
 __all__ = ["MESSAGE_KEY", "MemvaultChatMessageHistory"]
 
 
-class MemvaultChatMessageHistory(BaseChatMessageHistory):
+class MemvaultChatMessageHistory(OneSession, BaseChatMessageHistory):
     """A LangChain chat message history stored in memvault.
 
     Args:
@@ -114,12 +114,7 @@ class MemvaultChatMessageHistory(BaseChatMessageHistory):
         self, session_id: str, *, store: Store | None = None, async_store: AsyncStore | None = None
     ) -> None:
         super().__init__()
-        store, async_store = checked(store, async_store)
-        self._sync: Session | None = None if store is None else store.session(session_id)
-        self._async: AsyncSession | None = (
-            None if async_store is None else async_store.session(session_id)
-        )
-        self.session_id: str = (self._sync or self._async).id  # type: ignore[union-attr]
+        self.session_id: str = self._bind(session_id, store, async_store)
 
     @classmethod
     def from_conn_string(
@@ -141,20 +136,6 @@ class MemvaultChatMessageHistory(BaseChatMessageHistory):
 
     def __repr__(self) -> str:
         return f"MemvaultChatMessageHistory({self.session_id!r})"
-
-    @property
-    def session(self) -> Session:
-        """The sync memvault session: ``snapshot``, ``rollback``, ``log``, ``fork``, ..."""
-        if self._sync is None:
-            raise ConfigurationError("this history has no sync store: pass store=")
-        return self._sync
-
-    @property
-    def async_session(self) -> AsyncSession:
-        """The async memvault session."""
-        if self._async is None:
-            raise ConfigurationError("this history has no async store: pass async_store=")
-        return self._async
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
